@@ -1,0 +1,70 @@
+"""rlf: a reinforcement-learning framework where a new algorithm is a plugin, not a rewrite.
+
+Everything a plugin may import is exported here. Heavy parts (training machinery, Gymnasium) load
+on first use, so ``rlf list`` and plugin discovery stay fast.
+"""
+
+from .config import (
+    AlgorithmConfig,
+    EnvConfig,
+    ExplorationConfig,
+    OffPolicyConfig,
+    OnPolicyConfig,
+    RunConfig,
+    StrictModel,
+)
+from .errors import CheckpointError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
+from .exploration import EpsilonSchedule
+from .hookspecs import hookimpl
+from .interfaces import (
+    EPISODE_METRICS,
+    SINGLE_AGENT,
+    Acting,
+    Agent,
+    AgentArrays,
+    BuildContext,
+    EnvSpec,
+    Learner,
+    Rollout,
+    StateTree,
+    Transitions,
+)
+from .plugins import API_VERSION, StrategyFamily
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "make": ("api", "make"),
+    "load": ("api", "load"),
+    "resolve": ("api", "resolve"),
+    "Algorithm": ("api", "Algorithm"),
+    "compute_gae": ("training.on_policy", "compute_gae"),
+    "ReplayBuffer": ("replay", "ReplayBuffer"),
+    "Trainer": ("training.trainer", "Trainer"),
+    "TrainStrategy": ("training.strategy", "TrainStrategy"),
+    "StepResult": ("training.strategy", "StepResult"),
+    "registry": ("plugins", "registry"),
+    "checkpoint": ("checkpoint", None),
+    "torch_utils": ("torch_utils", None),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'rlf' has no attribute {name!r}")
+    from importlib import import_module
+
+    module_name, attribute = _LAZY[name]
+    module = import_module(f".{module_name}", __name__)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
+    "BuildContext", "CheckpointError", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
+    "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
+    "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "UnknownNameError", "hookimpl", *_LAZY,
+]

@@ -1,0 +1,285 @@
+"""The Python API, which the CLI mirrors:
+
+    import rlf
+    algo = rlf.make("ppo", env="gym:CartPole-v1", overrides=["steps=50000", "algo.lr=3e-4"])
+    algo.train()
+    print(algo.evaluate(episodes=10))
+    algo.save("ppo.rlf");  again = rlf.load("ppo.rlf")
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import checkpoint as ckpt
+from .config import (
+    SECTIONS,
+    AlgorithmConfig,
+    EnvConfig,
+    RunConfig,
+    load_toml,
+    merge,
+    parse_overrides,
+    validate,
+)
+from .envs import EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
+from .errors import CheckpointError, ConfigError, IncompatibleError
+from .interfaces import BuildContext
+from .plugins import AlgorithmSpec, EnvironmentSpec, Registry
+from .plugins import registry as default_registry
+from .training.strategy import EpisodeTracker, average_metrics, build_strategy
+from .training.trainer import Trainer, set_rng_state
+
+RUN_FILE = "run.json"
+CHECKPOINT_FILE = "checkpoint.rlf"
+
+
+@dataclass
+class Resolved:
+    run: RunConfig
+    algo: AlgorithmConfig
+    env: EnvConfig
+    algorithm: AlgorithmSpec
+    environment: EnvironmentSpec
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run": self.run.model_dump(mode="json"), "algo": self.algo.model_dump(mode="json"),
+                "env": self.env.model_dump(mode="json")}
+
+
+def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
+            overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
+            registry: Registry | None = None) -> Resolved:
+    """Defaults < the algorithm's run defaults < ``config`` dict < TOML file < ``--set`` overrides."""
+    registry = registry or default_registry()
+    spec = registry.algorithm(algorithm)
+    layered: dict[str, Any] = {section: {} for section in SECTIONS}
+    layered["run"].update(spec.run_defaults)
+    for layer in (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides)):
+        unknown = set(layer) - set(SECTIONS)
+        if unknown:
+            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use run, algo or env")
+        layered = merge(layered, layer)
+    env_name = env or layered["run"].get("env") or spec.default_env
+    if not env_name:
+        raise ConfigError(f"algorithm {algorithm!r} has no default environment; pass --env ENV (see `rlf list`)")
+    layered["run"]["algorithm"], layered["run"]["env"] = algorithm, env_name
+    environment = registry.environment(env_name)
+    if environment.prefix:
+        layered["env"].setdefault("id", env_name.split(":", 1)[1])
+    return Resolved(validate(RunConfig, layered["run"], "run"), validate(spec.config, layered["algo"], "algo"),
+                    validate(environment.config, layered["env"], "env"), spec, environment)
+
+
+def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
+    for agent, kind in action_kinds(env_spec).items():
+        if kind not in spec.action_spaces:
+            space = env_spec.action_spaces[agent]
+            raise IncompatibleError(
+                f"algorithm {spec.name!r} supports {'/'.join(spec.action_spaces)} action spaces, but "
+                f"{env_spec.name} gives agent {agent!r} {space}; choose an environment with "
+                f"{spec.action_spaces[0]} actions or another algorithm")
+    if env_spec.multi_agent and not spec.multi_agent:
+        raise IncompatibleError(f"algorithm {spec.name!r} is single-agent only and {env_spec.name} is multi-agent; "
+                                "choose a single-agent environment")
+
+
+class Algorithm:
+    """A configured algorithm on an environment: train it, evaluate it, save it, load it back."""
+
+    def __init__(self, resolved: Resolved, run_dir: Path | None = None):
+        self.resolved = resolved
+        self.run_dir = Path(run_dir or resolved.run.run_dir or _default_run_dir(resolved.run))
+        self.counters: dict[str, int] = {}
+        self.factory = EnvFactory(resolved.environment.build_env, resolved.env)
+        self.strategy = None
+        self._agent_state = None
+        self._pending: dict[str, Any] | None = None
+
+    # -- construction ---------------------------------------------------------------------------
+    @property
+    def config(self) -> Resolved:
+        return self.resolved
+
+    def _context(self, env_spec) -> BuildContext:
+        run = self.resolved.run
+        return BuildContext(env_spec=env_spec, config=self.resolved.algo, run=run, seed=run.seed,
+                            device=run.device, env_factory=self.factory)
+
+    def _probe_spec(self):
+        env = self.factory()
+        try:
+            return describe_env(self.resolved.run.env, env, self.resolved.run.num_envs)
+        finally:
+            env.close()
+
+    def _subprocess(self) -> bool:
+        mode = self.resolved.run.vector
+        return mode == "async" or (mode == "auto" and self.resolved.environment.prefer_subprocess)
+
+    # -- training -------------------------------------------------------------------------------
+    def train(self, steps: int | None = None, progress: bool | None = None) -> dict[str, float]:
+        """Train until ``steps`` total env steps (default: the run config's), writing the run directory."""
+        run = self.resolved.run
+        if steps is not None:
+            run.steps = steps
+        if progress is not None:
+            run.progress = progress
+        env_spec = self._probe_spec()
+        check_compatible(self.resolved.algorithm, env_spec)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_run_file()
+        context = self._context(env_spec)
+        self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._subprocess())
+        if self._pending is not None:
+            self.strategy.load_state_dict(self._pending["strategy"])
+            set_rng_state(self._pending["rng"])
+            self._pending = None
+        trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters)
+        try:
+            return trainer.train()
+        finally:
+            self.counters = trainer.counters
+            self._agent_state = self.strategy.state_dict()["agent"] if self.strategy.agent else None
+
+    def _write_run_file(self) -> None:
+        from .plugins import registry as current
+
+        data = {"format": "rlf-run", "config": self.resolved.as_dict(),
+                "plugins": {"algorithm": self.resolved.algorithm.plugin, "environment": self.resolved.environment.plugin},
+                "versions": current().plugin_versions()}
+        ckpt.atomic_write(self.run_dir / RUN_FILE, lambda h: h.write(json.dumps(data, indent=2).encode()))
+
+    def _checkpoint_state(self, trainer_state: dict[str, Any]) -> dict[str, Any]:
+        from . import __version__
+
+        return {"rlf_version": __version__, "config": self.resolved.as_dict(),
+                "plugins": {"algorithm": [self.resolved.algorithm.plugin, _version(self.resolved.algorithm.plugin)],
+                            "environment": [self.resolved.environment.plugin,
+                                            _version(self.resolved.environment.plugin)]},
+                "saved_at": time.time(), **trainer_state}
+
+    def _save_checkpoint(self, trainer_state: dict[str, Any]) -> None:
+        ckpt.save(self.run_dir / CHECKPOINT_FILE, self._checkpoint_state(trainer_state))
+
+    def save(self, path: Path | str) -> Path:
+        """Write a self-describing checkpoint of the current state to ``path``."""
+        if self.strategy is None or self.strategy.agent is None:
+            raise CheckpointError("nothing to save yet: call train() first (or load a checkpoint)")
+        from .training.trainer import rng_state
+
+        path = Path(path)
+        ckpt.save(path, self._checkpoint_state({"counters": dict(self.counters), "rng": rng_state(),
+                                                "strategy": self.strategy.state_dict()}))
+        return path
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def evaluate(self, episodes: int = 10, record: Path | str | None = None, seed: int | None = None,
+                 max_steps: int = 1_000_000) -> dict[str, float]:
+        """Greedy episodes on a fresh env: mean return (per agent for multi-agent), length, env metrics."""
+        if episodes < 1:
+            raise ConfigError("episodes must be at least 1")
+        state = self._agent_state
+        if self.strategy is not None and self.strategy.agent is not None:
+            state = self.strategy.agent.state_dict()
+        if state is None:
+            raise CheckpointError("this algorithm has not been trained or loaded: call train() or rlf.load()")
+        factory = EnvFactory(self.factory.build_env, self.factory.config, "rgb_array" if record else None)
+        envs = make_vector_env(self.resolved.run.env, factory, 1, subprocess=False)
+        frames: list = []
+        try:
+            context = self._context(envs.spec)
+            agent = self.resolved.algorithm.build_agent(context)
+            agent.load_state_dict(state)
+            tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
+            obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
+            rows: list[dict[str, float]] = []
+            for _ in range(max_steps):
+                if record:
+                    frames.append(_render(envs))
+                batch = envs.step(agent.act(obs, explore=False).actions)
+                rows.extend(tracker.update(batch))
+                if batch.episode_ended.any():
+                    agent.reset_state(batch.episode_ended)
+                if len(rows) >= episodes:
+                    break
+                obs = batch.obs
+        finally:
+            envs.close()
+        if record:
+            from .video import write_video
+
+            write_video(Path(record), frames, fps=30)
+        result = average_metrics(rows)
+        result.pop("episode", None)
+        result["episodes"] = float(len(rows))
+        return result
+
+
+def _render(envs):
+    env = envs.envs[0] if hasattr(envs, "envs") else envs.env.envs[0]
+    frame = env.render()
+    if frame is None:
+        raise ConfigError(f"environment {envs.spec.name} has no RGB render; --record needs one")
+    return frame
+
+
+def _version(plugin: str) -> str | None:
+    from .plugins import registry as current
+
+    info = current().plugins.get(plugin)
+    return info.version if info else None
+
+
+def _default_run_dir(run: RunConfig) -> Path:
+    safe_env = run.env.replace(":", "-").replace("/", "-")
+    return Path("runs") / f"{run.algorithm}-{safe_env}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def make(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
+         overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
+         registry: Registry | None = None) -> Algorithm:
+    """Build an algorithm by name with a validated config (see ``resolve`` for the layering)."""
+    return Algorithm(resolve(algorithm, env, config_file=config_file, overrides=overrides, config=config,
+                             registry=registry))
+
+
+def load(path: Path | str, registry: Registry | None = None, overrides: Iterable[str] = ()) -> Algorithm:
+    """An Algorithm from a checkpoint file or a run directory; training continues from it."""
+    path = Path(path)
+    run_dir = None
+    if path.is_dir():
+        run_dir = path
+        if not (path / RUN_FILE).is_file():
+            raise CheckpointError(f"{path} is not an rlf run directory (no {RUN_FILE}); "
+                                  "pass the directory `rlf train` created")
+        path = path / CHECKPOINT_FILE
+        if not path.is_file():
+            raise CheckpointError(f"run directory {run_dir} has no checkpoint yet; start a new run instead")
+    elif not path.exists():
+        raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
+    state = ckpt.load(path)
+    try:
+        config = state["config"]
+        algorithm, env = config["run"]["algorithm"], config["run"]["env"]
+        counters = {k: int(v) for k, v in state["counters"].items()}
+        state["strategy"]["agent"]
+    except (KeyError, TypeError):
+        raise CheckpointError(f"checkpoint {path} is incomplete or foreign; it was not written by rlf") from None
+    config = {section: dict(values) for section, values in config.items()}
+    if run_dir is not None:
+        config["run"]["run_dir"] = str(run_dir)
+    resolved = resolve(algorithm, env, config=config, overrides=overrides, registry=registry)
+    algo = Algorithm(resolved, run_dir=run_dir or resolved.run.run_dir)
+    algo.counters = counters
+    algo._agent_state = state["strategy"]["agent"]
+    algo._pending = state
+    return algo
+
+
+__all__ = ["Algorithm", "Resolved", "load", "make", "resolve", "check_compatible", "is_multi_agent"]

@@ -1,0 +1,45 @@
+"""The core's own environment plugin: ``gym:<id>`` for any registered Gymnasium id.
+
+It is registered through the same hooks a third-party plugin uses.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import Field
+
+from .config import EnvConfig
+from .errors import ConfigError
+from .hookspecs import hookimpl
+from .plugins import API_VERSION
+
+RLF_API_VERSION = API_VERSION
+
+
+class GymEnvConfig(EnvConfig):
+    """A Gymnasium environment by registered id."""
+
+    id: str = Field("CartPole-v1", min_length=1, description="Gymnasium id; taken from gym:<id>.")
+    max_episode_steps: int | None = Field(None, ge=1, description="Override the id's time limit.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for gymnasium.make.")
+
+
+def make_gym_env(config: GymEnvConfig, render_mode: str | None = None):
+    import gymnasium
+
+    if config.id not in gymnasium.registry:
+        close = difflib.get_close_matches(config.id, list(gymnasium.registry), n=1)
+        hint = f"did you mean gym:{close[0]}? " if close else ""
+        raise ConfigError(f"gymnasium has no environment {config.id!r}: {hint}"
+                          "use a registered id (python -c 'import gymnasium; gymnasium.pprint_registry()')")
+    kwargs = dict(config.kwargs)
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    return gymnasium.make(config.id, max_episode_steps=config.max_episode_steps, **kwargs)
+
+
+@hookimpl
+def rlf_register_environments(register):
+    register("gym:", build_env=make_gym_env, config=GymEnvConfig)

@@ -1,0 +1,174 @@
+"""The ``rlf`` command line. Errors a user can fix are printed as one line, with a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import RlfError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlf", description="Train reinforcement-learning agents from plugins.")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail if any plugin fails to load (also RLF_STRICT_PLUGINS=1)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = sub.add_parser("train", help="train an algorithm (or --resume a run)")
+    train.add_argument("algorithm", nargs="?", help="algorithm name (see `rlf list`)")
+    train.add_argument("--env", help="environment name, or gym:<id>")
+    train.add_argument("--steps", type=int, help="total env steps (run.steps)")
+    train.add_argument("--seed", type=int, help="random seed (run.seed)")
+    train.add_argument("--config", type=Path, help="TOML file with [run], [algo] and [env] tables")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config value, e.g. --set algo.lr=3e-4 --set num_envs=8")
+    train.add_argument("--run-dir", type=Path, help="where to write the run (default runs/<algo>-<env>-<time>)")
+    train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    evaluate = sub.add_parser("eval", help="evaluate a run's latest checkpoint greedily")
+    evaluate.add_argument("run", type=Path, help="run directory or checkpoint file")
+    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument("--record", type=Path, help="write a video of the episodes (.mp4 or .gif)")
+    evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    sub.add_parser("list", help="installed algorithms and environments")
+    plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
+    plugins.add_argument("--json", action="store_true")
+
+    config = sub.add_parser("config", help="an algorithm's defaults and documented schema")
+    config.add_argument("algorithm")
+    config.add_argument("--env", help="also show this environment's config")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.strict:
+            import os
+
+            os.environ["RLF_STRICT_PLUGINS"] = "1"
+        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config}[
+            args.command](args)
+    except RlfError as exc:
+        print(f"rlf: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("rlf: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _train(args) -> int:
+    from . import api
+    from .errors import ConfigError
+    from .training.trainer import Interrupted
+
+    overrides = list(args.overrides)
+    if args.steps is not None:
+        overrides.append(f"run.steps={args.steps}")
+    if args.seed is not None:
+        overrides.append(f"run.seed={args.seed}")
+    if args.no_progress:
+        overrides.append("run.progress=false")
+    if args.resume:
+        if args.algorithm or args.env or args.config or args.run_dir:
+            raise ConfigError("--resume continues a run as it was configured; drop ALGORITHM, --env, --config "
+                              "and --run-dir (only --steps and --set may change)")
+        algo = api.load(args.resume, overrides=overrides)
+        print(f"resuming {algo.run_dir} at env step {algo.counters.get('env_steps', 0)}", file=sys.stderr)
+    else:
+        if not args.algorithm:
+            raise ConfigError("name an algorithm to train (see `rlf list`) or pass --resume RUN_DIR")
+        if args.run_dir:
+            overrides.append(f"run.run_dir={json.dumps(str(args.run_dir))}")
+        algo = api.make(args.algorithm, args.env, config_file=args.config, overrides=overrides)
+        print(f"training {algo.resolved.run.algorithm} on {algo.resolved.run.env}; run directory {algo.run_dir}",
+              file=sys.stderr)
+    try:
+        summary = algo.train()
+    except Interrupted as exc:
+        print(f"rlf: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    shown = {k: round(v, 4) for k, v in summary.items() if k.startswith("mean_") or k == "env_step"}
+    print(f"done: {json.dumps(shown)}")
+    print(f"run directory: {algo.run_dir}   evaluate with: rlf eval {algo.run_dir}")
+    return 0
+
+
+def _eval(args) -> int:
+    from . import api
+
+    algo = api.load(args.run)
+    result = algo.evaluate(episodes=args.episodes, record=args.record)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>28}  {value:.4g}")
+    if args.record:
+        print(f"recorded {args.record}", file=sys.stderr)
+    return 0
+
+
+def _list(args) -> int:
+    from .plugins import registry
+
+    reg = registry()
+    print("algorithms:")
+    for name, spec in sorted(reg.algorithms.items()):
+        default = f"  default env {spec.default_env}" if spec.default_env else ""
+        print(f"  {name:<14} {spec.family.value:<11} {spec.plugin}{default}")
+    print("environments:")
+    for name, spec in sorted(reg.environments.items()):
+        shown = f"{name}<id>" if spec.prefix else name
+        print(f"  {shown:<14} {spec.plugin}")
+    if reg.errors:
+        print(f"({len(reg.errors)} plugin(s) failed to load; see `rlf plugins`)")
+    return 0
+
+
+def _plugins(args) -> int:
+    from .plugins import registry
+
+    reg = registry()
+    rows = [info.as_dict() for info in reg.plugins.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        status = f"ERROR {row['error']}" if row["error"] else "ok"
+        provides = ", ".join(row["algorithms"] + row["environments"])
+        print(f"{row['name']:<18} {row['version'] or '-':<9} {status}")
+        if not row["error"]:
+            print(f"{'':<18} hooks: {', '.join(row['hooks'])}; provides: {provides or '-'}")
+    return 0
+
+
+def _config(args) -> int:
+    from .api import resolve
+    from .config import RunConfig, describe
+
+    resolved = resolve(args.algorithm, args.env)
+    sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo)]
+    if args.env or resolved.run.env:
+        sections.append(("env", resolved.environment.config, resolved.env))
+    for section, model, value in sections:
+        print(f"[{section}]  # {model.__doc__.strip().splitlines()[0] if model.__doc__ else model.__name__}")
+        values = value.model_dump(mode="json")
+        for path, type_name, _default, doc in describe(model):
+            current = values
+            for part in path.split("."):
+                current = current.get(part) if isinstance(current, dict) else None
+            print(f"{path} = {json.dumps(current)}  # {type_name}: {doc}")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

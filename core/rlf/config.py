@@ -1,0 +1,202 @@
+"""Validated configuration: the run, the two strategy families, and the base models plugins extend.
+
+Layering, lowest first: model defaults < the algorithm's ``run_defaults`` < a TOML file < ``--set``
+overrides. Every model forbids unknown keys, so a typo is an error, not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+SECTIONS = ("run", "algo", "env")
+
+
+class StrictModel(BaseModel):
+    """A config model that rejects unknown keys and re-validates on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AlgorithmConfig(StrictModel):
+    """Base of every algorithm's config."""
+
+
+class EnvConfig(StrictModel):
+    """Base of every environment's config."""
+
+
+class OnPolicyConfig(AlgorithmConfig):
+    """Fields the on-policy strategy reads: rollout length and the GAE discounting."""
+
+    rollout_steps: int = Field(128, ge=1, le=100_000, description="Env steps per env collected before each update.")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor of the extrinsic return.")
+    gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (1 = Monte-Carlo, 0 = one-step TD).")
+    async_workers: int = Field(
+        0, ge=0, le=64,
+        description="Asynchronous worker processes that collect and learn on a shared model (0 = synchronous).",
+    )
+
+
+class ExplorationConfig(StrictModel):
+    """An epsilon schedule: decayed per finished episode (seed 002) or linearly per env step."""
+
+    schedule: Literal["per_episode", "per_step", "constant"] = Field(
+        "per_episode", description="per_episode: eps = max(end, eps*decay) after each episode; per_step: linear.")
+    start: float = Field(1.0, ge=0.0, le=1.0, description="Epsilon at the start of training.")
+    end: float = Field(0.05, ge=0.0, le=1.0, description="Lowest epsilon the schedule reaches.")
+    decay: float = Field(0.995, gt=0.0, le=1.0, description="per_episode: multiplier applied after each episode.")
+    decay_steps: int = Field(10_000, ge=1, description="per_step: env steps over which epsilon falls linearly to end.")
+
+
+class OffPolicyConfig(AlgorithmConfig):
+    """Fields the off-policy strategy reads."""
+
+    exploration: ExplorationConfig = Field(default_factory=ExplorationConfig, description="Epsilon schedule.")
+    actors: int = Field(
+        0, ge=0, le=64,
+        description="Actor processes feeding the learner (0 = synchronous and exactly reproducible).",
+    )
+    actor_sync_interval: int = Field(
+        1000, ge=1, description="With actors: env steps between pushes of the learner's weights to the actors.")
+
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
+
+
+class RunConfig(StrictModel):
+    """One training run: what to train, on what, for how long, and where it is written."""
+
+    algorithm: str = Field(..., min_length=1, description="Registered algorithm name (see `rlf list`).")
+    env: str = Field(..., min_length=1, description="Registered environment name, or gym:<id>.")
+    steps: int = Field(100_000, ge=1, le=10**12, description="Total env steps to train for (all envs together).")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed for environments, networks and exploration.")
+    num_envs: int = Field(1, ge=1, le=1024, description="Environment copies stepped together.")
+    vector: Literal["auto", "sync", "async"] = Field(
+        "auto", description="sync: envs in this process; async: one subprocess each; auto: the env's preference.")
+    checkpoint_interval: int = Field(
+        50_000, ge=0, description="Env steps between checkpoints (0 = only at the end).")
+    log_interval: int = Field(2_000, ge=1, description="Env steps between metric rows (CSV, TensorBoard, progress).")
+    run_dir: Path | None = Field(None, description="Run directory (default runs/<algorithm>-<env>-<time>).")
+    device: str = Field("auto", description="Torch device for plugins that use one: auto, cpu, cuda, cuda:N, mps.")
+    save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
+    progress: bool = Field(True, description="Show a progress bar on the console.")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not _DEVICE.match(value):
+            raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
+        return value
+
+
+def describe(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """(key path, type, default, one-line doc) for every field, nested models flattened."""
+    rows = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        path = f"{prefix}{name}"
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            rows.extend(describe(annotation, prefix=f"{path}."))
+            continue
+        default = "(required)" if field.is_required() else field.get_default(call_default_factory=True)
+        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        rows.append((path, type_name, default, field.description or ""))
+    return rows
+
+
+def _keys(model: type[BaseModel], prefix: str) -> list[str]:
+    return [row[0] for row in describe(model, prefix)]
+
+
+def parse_value(text: str) -> Any:
+    """A --set value in TOML syntax (1, 0.5, true, [1, 2], "x"); anything else is a plain string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``["algo.lr=3e-4", "steps=10"]`` -> ``{"algo": {"lr": 3e-4}, "run": {"steps": 10}}``."""
+    layered: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set algo.lr=0.001")
+        section, dot, rest = key.partition(".")
+        if not dot or section not in SECTIONS:
+            section, rest = "run", key
+        node = layered[section]
+        *parents, leaf = rest.split(".")
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = parse_value(raw.strip())
+    return layered
+
+
+def load_toml(path: Path) -> dict[str, dict[str, Any]]:
+    """A config file with [run], [algo] and [env] tables; top-level keys belong to [run]."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist; pass an existing TOML file to --config") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML ({exc}); fix the syntax and retry") from None
+    layered: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    for key, value in data.items():
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"config file {path}: [{key}] must be a table")
+            layered[key].update(value)
+        elif isinstance(value, dict):
+            raise ConfigError(f"config file {path}: unknown table [{key}]; use [run], [algo] or [env]")
+        else:
+            layered["run"][key] = value
+    return layered
+
+
+def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep merge of nested dicts; ``top`` wins."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def validate(model: type[BaseModel], data: Mapping[str, Any], section: str) -> Any:
+    """Build ``model`` from ``data``; a failure becomes one ConfigError line naming the field path."""
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, model, section)) from None
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel], section: str) -> str:
+    problems = []
+    known = _keys(model, "")
+    for error in exc.errors():
+        path = ".".join(str(part) for part in error["loc"])
+        full = f"{section}.{path}" if section != "run" else path
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(path, known, n=1)
+            hint = f"; did you mean {section}.{close[0]}?" if close and section != "run" else (
+                f"; did you mean {close[0]}?" if close else "")
+            problems.append(f"unknown key {full!r}{hint} (see `rlf config`)")
+        else:
+            got = error.get("input")
+            problems.append(f"{full}: {error['msg']} (got {got!r})" if got is not None else f"{full}: {error['msg']}")
+    fix = " Fix it with --set KEY=VALUE or in the config file." if problems else ""
+    return "invalid config: " + "; ".join(problems) + "." + fix

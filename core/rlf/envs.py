@@ -1,0 +1,283 @@
+"""Experience collection's environment side: N copies of an environment, seen as agent-id dicts.
+
+``VectorEnv`` is the small interface the strategies call (reset, step, close). Implementations:
+  * ``GymVector``: a Gymnasium vector env (the API's same-step autoreset), either the in-process
+    ``InProcessVectorEnv`` below or Gymnasium's ``AsyncVectorEnv`` with shared memory (one process per env).
+  * ``ParallelVector``: N PettingZoo parallel envs in this process.
+A distributed implementation (e.g. Ray actors) only has to provide the same three methods.
+
+Environments report per-episode metrics (capture rate, furthest x...) by putting a dict of floats
+under ``info["episode_metrics"]`` on the step that ends the episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from .interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec
+
+
+@dataclass
+class EnvFactory:
+    """A picklable recipe for one environment: the registered builder and its validated config."""
+
+    build_env: Callable[..., Any]
+    config: Any
+    render_mode: str | None = None
+
+    def __call__(self) -> Any:
+        if self.render_mode is None:
+            return self.build_env(self.config)
+        return self.build_env(self.config, render_mode=self.render_mode)
+
+
+def is_multi_agent(env: Any) -> bool:
+    return hasattr(env, "possible_agents") and not isinstance(env, gymnasium.Env)
+
+
+@dataclass
+class StepBatch:
+    """The result of stepping every env once. Per agent id, arrays of shape (N, ...)."""
+
+    obs: AgentArrays
+    """What to act on next (the reset observation where an episode ended)."""
+    next_obs: AgentArrays
+    """The observation the step led to (the final observation where an episode ended)."""
+    rewards: AgentArrays
+    terminated: AgentArrays
+    truncated: AgentArrays
+    alive: AgentArrays
+    """The agent took part in this step."""
+    episode_ended: np.ndarray
+    episode_metrics: dict[int, dict[str, float]]
+    """Env index -> metrics reported by episodes that ended at this step."""
+
+
+class VectorEnv:
+    spec: EnvSpec
+    num_envs: int
+
+    def reset(self, seed: int | None = None) -> AgentArrays:
+        raise NotImplementedError
+
+    def step(self, actions: AgentArrays) -> StepBatch:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+def _space_kind(space: gymnasium.Space) -> str:
+    return "discrete" if isinstance(space, gymnasium.spaces.Discrete) else "continuous"
+
+
+def action_kinds(spec: EnvSpec) -> dict[str, str]:
+    return {agent: _space_kind(space) for agent, space in spec.action_spaces.items()}
+
+
+def describe_env(name: str, env: Any, num_envs: int) -> EnvSpec:
+    if is_multi_agent(env):
+        agents = tuple(env.possible_agents)
+        metadata = dict(getattr(env, "rlf_metadata", {}) or {})
+        return EnvSpec(name, agents, {a: env.observation_space(a) for a in agents},
+                       {a: env.action_space(a) for a in agents}, True, num_envs, metadata)
+    metadata = dict(getattr(env.unwrapped, "rlf_metadata", {}) or {})
+    return EnvSpec(name, (SINGLE_AGENT,), {SINGLE_AGENT: env.observation_space},
+                   {SINGLE_AGENT: env.action_space}, False, num_envs, metadata)
+
+
+class InProcessVectorEnv(gymnasium.vector.VectorEnv):
+    """Gymnasium's vector API with same-step autoreset, lean enough for envs that step in microseconds.
+
+    Gymnasium's SyncVectorEnv merges every sub-env's info dict on every step; for CartPole that
+    halves throughput. Here infos are only looked at when an episode ends.
+    """
+
+    def __init__(self, env_fns: list[Callable[[], gymnasium.Env]]):
+        self.envs = [fn() for fn in env_fns]
+        self.num_envs = len(self.envs)
+        first = self.envs[0]
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = gymnasium.vector.utils.batch_space(first.observation_space, self.num_envs)
+        self.action_space = gymnasium.vector.utils.batch_space(first.action_space, self.num_envs)
+        self.metadata = {**first.metadata, "autoreset_mode": AutoresetMode.SAME_STEP}
+        self.render_mode = first.render_mode
+        shape, dtype = first.observation_space.shape, first.observation_space.dtype
+        self._obs = np.zeros((self.num_envs, *shape), dtype=dtype)
+        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+        self._terminated = np.zeros(self.num_envs, dtype=bool)
+        self._truncated = np.zeros(self.num_envs, dtype=bool)
+
+    def reset(self, *, seed=None, options=None):
+        seeds = [None] * self.num_envs if seed is None else [seed + i for i in range(self.num_envs)]
+        for i, env in enumerate(self.envs):
+            self._obs[i], _ = env.reset(seed=seeds[i], options=options)
+        return self._obs.copy(), {}
+
+    def step(self, actions):
+        infos: dict[str, Any] = {}
+        obs, rewards, terminated, truncated = self._obs, self._rewards, self._terminated, self._truncated
+        for i, env in enumerate(self.envs):
+            observation, rewards[i], terminated[i], truncated[i], info = env.step(actions[i])
+            if terminated[i] or truncated[i]:
+                if not infos:
+                    infos = {"final_obs": np.full(self.num_envs, None, dtype=object),
+                             "_final_obs": np.zeros(self.num_envs, dtype=bool),
+                             "final_info": [None] * self.num_envs}
+                infos["final_obs"][i] = observation
+                infos["_final_obs"][i] = True
+                infos["final_info"][i] = info
+                observation, _ = env.reset()
+            obs[i] = observation
+        return obs.copy(), rewards.copy(), terminated.copy(), truncated.copy(), infos
+
+    def render(self):
+        return self.envs[0].render()
+
+    def close_extras(self, **kwargs):
+        for env in self.envs:
+            env.close()
+
+
+def _final_info(infos: dict[str, Any], index: int) -> dict[str, Any]:
+    final = infos.get("final_info")
+    if final is None:
+        return {}
+    if isinstance(final, list):  # InProcessVectorEnv
+        return final[index] or {}
+    # Gymnasium's batched form: a dict of arrays with "_key" masks, nested for dict values
+    return _unbatch(final, index)
+
+
+def _unbatch(batched: dict[str, Any], index: int) -> dict[str, Any]:
+    out = {}
+    for key, value in batched.items():
+        if key.startswith("_"):
+            continue
+        mask = batched.get(f"_{key}")
+        if mask is not None and not mask[index]:
+            continue
+        out[key] = _unbatch(value, index) if isinstance(value, dict) else value[index]
+    return out
+
+
+def _metrics_of(info: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in (info.get(EPISODE_METRICS) or {}).items()}
+
+
+class GymVector(VectorEnv):
+    """A single-agent Gymnasium env, vectorized, as the one agent id ``"agent"``."""
+
+    def __init__(self, name: str, factory: EnvFactory, num_envs: int, subprocess: bool):
+        fns = [factory] * num_envs
+        if subprocess:
+            self.env = gymnasium.vector.AsyncVectorEnv(
+                fns, shared_memory=True, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+        else:
+            self.env = InProcessVectorEnv(fns)
+        self.num_envs = num_envs
+        probe = self.env.envs[0] if isinstance(self.env, InProcessVectorEnv) else None
+        if probe is None:
+            probe = factory()
+            self.spec = describe_env(name, probe, num_envs)
+            probe.close()
+        else:
+            self.spec = describe_env(name, probe, num_envs)
+        self._all_alive = {SINGLE_AGENT: np.ones(num_envs, dtype=bool)}
+
+    def reset(self, seed: int | None = None) -> AgentArrays:
+        obs, _ = self.env.reset(seed=seed)
+        return {SINGLE_AGENT: obs}
+
+    def step(self, actions: AgentArrays) -> StepBatch:
+        obs, rewards, terminated, truncated, infos = self.env.step(actions[SINGLE_AGENT])
+        ended = terminated | truncated
+        next_obs = obs
+        metrics: dict[int, dict[str, float]] = {}
+        if ended.any():
+            next_obs = obs.copy()
+            for i in np.flatnonzero(ended):
+                next_obs[i] = infos["final_obs"][i]
+                found = _metrics_of(_final_info(infos, i))
+                if found:
+                    metrics[int(i)] = found
+        return StepBatch({SINGLE_AGENT: obs}, {SINGLE_AGENT: next_obs},
+                         {SINGLE_AGENT: rewards.astype(np.float32)},
+                         {SINGLE_AGENT: terminated}, {SINGLE_AGENT: truncated}, self._all_alive, ended, metrics)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class ParallelVector(VectorEnv):
+    """N PettingZoo parallel envs in this process, with same-step autoreset.
+
+    Agents that leave an episode early (e.g. a captured prey) are reported with ``alive`` False and
+    a zero observation until the whole episode ends and every env resets.
+    """
+
+    def __init__(self, name: str, factory: EnvFactory, num_envs: int):
+        self.envs = [factory() for _ in range(num_envs)]
+        self.num_envs = num_envs
+        self.spec = describe_env(name, self.envs[0], num_envs)
+        self._zeros = {a: np.zeros(space.shape, dtype=space.dtype)
+                       for a, space in self.spec.observation_spaces.items()}
+
+    def _gather(self, per_env_obs: list[dict[str, np.ndarray]]) -> AgentArrays:
+        return {a: np.stack([o.get(a, self._zeros[a]) for o in per_env_obs]) for a in self.spec.agent_ids}
+
+    def reset(self, seed: int | None = None) -> AgentArrays:
+        observations = []
+        for i, env in enumerate(self.envs):
+            obs, _ = env.reset(seed=None if seed is None else seed + i)
+            observations.append(obs)
+        return self._gather(observations)
+
+    def step(self, actions: AgentArrays) -> StepBatch:
+        n, ids = self.num_envs, self.spec.agent_ids
+        rewards = {a: np.zeros(n, dtype=np.float32) for a in ids}
+        terminated = {a: np.zeros(n, dtype=bool) for a in ids}
+        truncated = {a: np.zeros(n, dtype=bool) for a in ids}
+        alive = {a: np.zeros(n, dtype=bool) for a in ids}
+        ended = np.zeros(n, dtype=bool)
+        next_list, obs_list, metrics = [], [], {}
+        for i, env in enumerate(self.envs):
+            present = list(env.agents)
+            obs, rew, term, trunc, infos = env.step({a: int(actions[a][i]) for a in present})
+            for a in present:
+                alive[a][i] = True
+                rewards[a][i] = rew.get(a, 0.0)
+                terminated[a][i] = term.get(a, False)
+                truncated[a][i] = trunc.get(a, False)
+            next_list.append(obs)
+            if not env.agents:
+                ended[i] = True
+                found: dict[str, float] = {}
+                for info in infos.values():
+                    found.update(_metrics_of(info))
+                if found:
+                    metrics[i] = found
+                obs, _ = env.reset()
+            obs_list.append(obs)
+        return StepBatch(self._gather(obs_list), self._gather(next_list), rewards, terminated, truncated,
+                         alive, ended, metrics)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def make_vector_env(name: str, factory: EnvFactory, num_envs: int, subprocess: bool) -> VectorEnv:
+    probe = factory()
+    multi = is_multi_agent(probe)
+    probe.close()
+    if multi:
+        return ParallelVector(name, factory, num_envs)
+    return GymVector(name, factory, num_envs, subprocess)

@@ -1,0 +1,173 @@
+"""The contracts between the core and a plugin: what an agent and a learner are, and the data they swap.
+
+Every environment is seen through one shape: a dict keyed by agent id, each value batched over the
+vector of envs. A Gymnasium env has the single agent id ``"agent"``; a PettingZoo parallel env has its
+own ids. So an algorithm written once runs on both, and independent multi-agent learning (seed 002)
+is simply one model per key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import gymnasium
+
+    from .config import AlgorithmConfig, RunConfig
+
+SINGLE_AGENT = "agent"
+
+EPISODE_METRICS = "episode_metrics"
+"""Key of the dict of floats an environment puts in ``info`` on the step that ends an episode."""
+
+AgentArrays = dict[str, np.ndarray]
+"""One array per agent id, leading axis = env index (or time, env for rollouts)."""
+
+StateTree = dict[str, Any]
+"""Nested dicts/lists of numpy arrays, numbers, strings, bools and None: what checkpoints hold."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What builders learn about the environment before any agent exists."""
+
+    name: str
+    agent_ids: tuple[str, ...]
+    observation_spaces: dict[str, gymnasium.Space]
+    action_spaces: dict[str, gymnasium.Space]
+    multi_agent: bool
+    num_envs: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Environment extras, e.g. ``teams`` (agent id -> team) or ``encoders`` for tabular learners."""
+
+
+@dataclass
+class BuildContext:
+    """Everything ``build_agent`` and ``build_learner`` receive."""
+
+    env_spec: EnvSpec
+    config: AlgorithmConfig
+    run: RunConfig
+    seed: int
+    device: str
+    """The resolved torch device string ("cpu", "cuda", ...); the core itself never imports torch."""
+    env_factory: Any = None
+    """A picklable zero-argument callable building one more copy of the environment (A3C workers)."""
+
+
+@dataclass
+class Acting:
+    """What ``Agent.act`` returns: actions per agent plus anything the learner needs later."""
+
+    actions: AgentArrays
+    extras: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    """Per agent, e.g. ``{"log_prob": (N,), "value": (N,)}``; stored alongside the rollout."""
+
+
+@dataclass
+class Rollout:
+    """A fixed-length on-policy rollout. Per agent: arrays shaped (T, N, ...), T steps by N envs."""
+
+    obs: AgentArrays
+    next_obs: AgentArrays
+    """The observation after each step; at an episode end, the final observation (not the reset one)."""
+    actions: AgentArrays
+    rewards: AgentArrays
+    terminated: AgentArrays
+    """True terminal: the bootstrap is cut."""
+    dones: AgentArrays
+    """Episode (or this agent's part in it) ended, terminated or truncated: the GAE chain is cut."""
+    alive: AgentArrays
+    """False where the agent was not in the episode (e.g. a captured prey): mask those steps out."""
+    extras: dict[str, dict[str, np.ndarray]]
+    values: AgentArrays
+    next_values: AgentArrays
+    """V(next_obs) from the acting agent, so truncated steps bootstrap from the final observation."""
+    advantages: AgentArrays
+    returns: AgentArrays
+
+    @property
+    def num_steps(self) -> int:
+        first = next(iter(self.rewards.values()))
+        return int(first.shape[0] * first.shape[1])
+
+
+@dataclass
+class Transitions:
+    """One env step of every env, as the off-policy strategy hands it to the learner (arrays (N, ...))."""
+
+    obs: AgentArrays
+    actions: AgentArrays
+    rewards: AgentArrays
+    next_obs: AgentArrays
+    """At an episode end, the final observation (not the reset one)."""
+    terminated: AgentArrays
+    truncated: AgentArrays
+    alive: AgentArrays
+    """False where the agent took no part in this step; its row carries no information."""
+    episode_ended: np.ndarray
+    """(N,) bool: the env's whole episode ended at this step."""
+
+
+class Agent(ABC):
+    """Acts on batched observations. Independent of how it is trained."""
+
+    @abstractmethod
+    def act(self, obs: AgentArrays, *, explore: bool = True) -> Acting:
+        """Actions for every agent id in ``obs``; ``explore=False`` is greedy (evaluation)."""
+
+    def value(self, obs: AgentArrays) -> AgentArrays:
+        """State values per agent; on-policy agents must implement it for GAE bootstrapping."""
+        raise NotImplementedError(f"{type(self).__name__} has no value function")
+
+    def on_progress(self, env_steps: int, episodes_ended: int) -> None:  # noqa: B027 - optional hook
+        """Called by the strategy after each step; exploration schedules advance here."""
+
+    def reset_state(self, env_mask: np.ndarray) -> None:  # noqa: B027 - optional hook
+        """Episodes ended in the envs where ``env_mask`` is True (for per-episode state such as memories)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars worth logging (e.g. epsilon)."""
+        return {}
+
+    @abstractmethod
+    def state_dict(self) -> StateTree: ...
+
+    @abstractmethod
+    def load_state_dict(self, state: StateTree) -> None: ...
+
+
+class Learner(ABC):
+    """Turns experience into updates of its agent. On-policy learners receive a ``Rollout``,
+    off-policy learners receive ``Transitions`` every env step (and keep their own replay)."""
+
+    agent: Agent
+
+    @abstractmethod
+    def learn(self, experience: Rollout | Transitions) -> dict[str, float]:
+        """Update from the experience; return scalar metrics (losses, table sizes...)."""
+
+    def weights(self) -> StateTree:
+        """What evaluation needs: by default the agent's state."""
+        return self.agent.state_dict()
+
+    @abstractmethod
+    def state_dict(self, include_replay: bool = True) -> StateTree:
+        """Everything a resume needs beyond the agent: optimizers, counters, RNGs, replay."""
+
+    @abstractmethod
+    def load_state_dict(self, state: StateTree) -> None: ...
+
+    def worker_init(self) -> None:  # noqa: B027 - optional hook
+        """Called first in a worker process (async strategies), e.g. to limit torch to one thread."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release processes or files the learner started."""
+
+
+def spaces_of(spec: EnvSpec, agent_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
+    return spec.observation_spaces[agent_id], spec.action_spaces[agent_id]

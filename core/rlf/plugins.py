@@ -1,0 +1,249 @@
+"""Plugin discovery (entry-point group ``rlf``), failure isolation and the registry they fill.
+
+pluggy's own ``load_setuptools_entrypoints`` imports every plugin with no try/except, so one broken
+plugin would take the whole CLI down; we load each entry point on its own instead.
+
+Environment variables:
+  RLF_STRICT_PLUGINS=1   any load error is fatal (also ``rlf --strict``), for CI.
+  RLF_LOAD_PLUGINS=a,b   load only the named entry points; set but empty loads none.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from importlib.metadata import entry_points
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .config import AlgorithmConfig, EnvConfig
+from .errors import PluginError, UnknownNameError
+
+API_VERSION = 1
+"""The core API a plugin declares with a module attribute ``RLF_API_VERSION``; bumped on breaking changes."""
+
+ENTRY_POINT_GROUP = "rlf"
+
+
+class StrategyFamily(StrEnum):
+    """How experience is collected: a value each algorithm declares, not code it writes."""
+
+    ON_POLICY = "on_policy"
+    OFF_POLICY = "off_policy"
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    build_agent: Callable
+    build_learner: Callable
+    family: str
+    config: type[AlgorithmConfig]
+    plugin: str
+    default_env: str | None = None
+    action_spaces: tuple[str, ...] = ("discrete",)
+    """Kinds of action space supported: "discrete" and/or "continuous"."""
+    multi_agent: bool = True
+    run_defaults: dict[str, Any] = field(default_factory=dict)
+    """Run-config defaults this algorithm prefers, e.g. ``{"num_envs": 8}``; below the user's settings."""
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    name: str
+    build_env: Callable
+    config: type[EnvConfig]
+    plugin: str
+    prefer_subprocess: bool = False
+    """Expensive envs (emulators) run one per subprocess when ``vector = "auto"``."""
+    prefix: bool = False
+    """Registered as ``name:`` and matching ``name:<anything>`` (e.g. gym:CartPole-v1)."""
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    distribution: str | None
+    version: str | None
+    hooks: list[str] = field(default_factory=list)
+    error: str | None = None
+    algorithms: list[str] = field(default_factory=list)
+    environments: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Registry:
+    """The installed algorithms and environments, and what happened when loading each plugin."""
+
+    def __init__(self) -> None:
+        self.algorithms: dict[str, AlgorithmSpec] = {}
+        self.environments: dict[str, EnvironmentSpec] = {}
+        self.plugins: dict[str, PluginInfo] = {}
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return {name: info.error for name, info in self.plugins.items() if info.error}
+
+    def algorithm(self, name: str) -> AlgorithmSpec:
+        if name in self.algorithms:
+            return self.algorithms[name]
+        raise UnknownNameError(_unknown("algorithm", name, sorted(self.algorithms), self.errors))
+
+    def environment(self, name: str) -> EnvironmentSpec:
+        if name in self.environments:
+            return self.environments[name]
+        head, colon, _ = name.partition(":")
+        if colon and f"{head}:" in self.environments:
+            return self.environments[f"{head}:"]
+        known = sorted(n + ("<id>" if self.environments[n].prefix else "") for n in self.environments)
+        raise UnknownNameError(_unknown("environment", name, known, self.errors))
+
+    def plugin_versions(self) -> dict[str, str | None]:
+        return {name: info.version for name, info in self.plugins.items() if not info.error}
+
+
+def _unknown(kind: str, name: str, known: list[str], errors: dict[str, str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    installed = ", ".join(known) or "none"
+    provider = f"rlf-plugin-{name.split(':')[0]}"
+    broken = f" (plugins that failed to load: {', '.join(sorted(errors))}; see `rlf plugins`)" if errors else ""
+    return (f"unknown {kind} {name!r}: {hint}installed: {installed}. "
+            f"If {provider} provides it, `pip install {provider}`{broken}")
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _requested_plugins() -> set[str] | None:
+    raw = os.environ.get("RLF_LOAD_PLUGINS")
+    if raw is None:
+        return None
+    return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+def _builtin_plugins() -> list[tuple[str, Any]]:
+    from . import builtin_envs  # the core's own environments ship as a default plugin
+
+    return [("rlf", builtin_envs)]
+
+
+def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any]] = ()) -> Registry:
+    """Discover, load and register every plugin. ``extra_plugins`` lets tests add objects directly."""
+    strict = _flag("RLF_STRICT_PLUGINS") if strict is None else strict
+    requested = _requested_plugins()
+    manager = pluggy.PluginManager("rlf")
+    manager.add_hookspecs(hookspecs)
+    registry = Registry()
+
+    candidates: list[tuple[str, Callable[[], Any], Any]] = []
+    for name, module in _builtin_plugins():
+        candidates.append((name, lambda module=module: module, None))
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if requested is not None and ep.name not in requested:
+            continue
+        candidates.append((ep.name, ep.load, ep.dist))
+    for name, obj in extra_plugins:
+        candidates.append((name, lambda obj=obj: obj, None))
+
+    for name, load, dist in candidates:
+        info = PluginInfo(name, getattr(dist, "name", None), getattr(dist, "version", None))
+        if name == "rlf":
+            from . import __version__
+
+            info.distribution, info.version = "rlf", __version__
+        registry.plugins[name] = info
+        try:
+            plugin = load()
+            _check_api_version(name, plugin)
+            manager.register(plugin, name=name)
+            try:
+                manager.check_pending()
+            except pluggy.PluginValidationError as exc:
+                manager.unregister(plugin, name=name)
+                raise PluginError(f"implements hooks this core does not know ({exc}); "
+                                  "it was probably built for a newer rlf: upgrade rlf") from None
+            info.hooks = sorted(impl.name for impl in manager.get_hookcallers(plugin) or [])
+        except Exception as exc:  # noqa: BLE001 - isolating arbitrary plugin failures is the point
+            info.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            if strict:
+                raise PluginError(f"plugin {name!r} failed to load: {info.error} "
+                                  "(strict mode: unset RLF_STRICT_PLUGINS or uninstall the plugin)") from None
+
+    _collect(manager, registry, strict)
+    return registry
+
+
+def _check_api_version(name: str, plugin: Any) -> None:
+    declared = getattr(plugin, "RLF_API_VERSION", None)
+    if declared is None:
+        raise PluginError(f"declares no RLF_API_VERSION; this core speaks API {API_VERSION}")
+    if declared != API_VERSION:
+        raise PluginError(f"was built for rlf API {declared} but this core speaks API {API_VERSION}; "
+                          f"install versions of rlf and {name} that match")
+
+
+def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) -> None:
+    def algorithm_registrar(plugin: str):
+        def register(name: str, *, build_agent, build_learner, family, config, default_env=None,
+                     action_spaces=("discrete",), multi_agent=True, run_defaults=None) -> None:
+            if family not in set(StrategyFamily):
+                raise PluginError(f"algorithm {name!r}: family must be a StrategyFamily, not {family!r}")
+            if not (isinstance(config, type) and issubclass(config, AlgorithmConfig)):
+                raise PluginError(f"algorithm {name!r}: config must subclass rlf.AlgorithmConfig")
+            _claim(registry.algorithms, name, plugin, "algorithm")
+            registry.algorithms[name] = AlgorithmSpec(
+                name, build_agent, build_learner, StrategyFamily(family), config, plugin, default_env,
+                tuple(action_spaces), multi_agent, dict(run_defaults or {}))
+            registry.plugins[plugin].algorithms.append(name)
+        return register
+
+    def environment_registrar(plugin: str):
+        def register(name: str, *, build_env, config, prefer_subprocess=False) -> None:
+            if not (isinstance(config, type) and issubclass(config, EnvConfig)):
+                raise PluginError(f"environment {name!r}: config must subclass rlf.EnvConfig")
+            _claim(registry.environments, name, plugin, "environment")
+            registry.environments[name] = EnvironmentSpec(
+                name, build_env, config, plugin, prefer_subprocess, prefix=name.endswith(":"))
+            registry.plugins[plugin].environments.append(name)
+        return register
+
+    for hook, registrar in (("rlf_register_algorithms", algorithm_registrar),
+                            ("rlf_register_environments", environment_registrar)):
+        for impl in getattr(manager.hook, hook).get_hookimpls():
+            try:
+                impl.function(register=registrar(impl.plugin_name))
+            except Exception as exc:  # noqa: BLE001
+                info = registry.plugins[impl.plugin_name]
+                info.error = info.error or f"{hook}: {type(exc).__name__}: {exc}".splitlines()[0]
+                if strict:
+                    raise PluginError(f"plugin {impl.plugin_name!r} failed to register: {info.error}") from None
+
+
+def _claim(table: dict, name: str, plugin: str, kind: str) -> None:
+    if name in table:
+        raise PluginError(f"{kind} {name!r} is already registered by plugin {table[name].plugin!r}")
+
+
+_cached: Registry | None = None
+
+
+def registry() -> Registry:
+    """The process-wide registry, loaded on first use."""
+    global _cached
+    if _cached is None:
+        _cached = load_registry()
+    return _cached
+
+
+def reset_registry() -> None:
+    global _cached
+    _cached = None

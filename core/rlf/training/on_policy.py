@@ -1,0 +1,173 @@
+"""On-policy: roll the vector env out for ``rollout_steps``, compute GAE, learn once, discard.
+
+With ``async_workers > 0`` (A3C), each worker process owns its own envs and runs the very same
+rollout + learn on a model the learner placed in shared memory; the Trainer in the main process
+still owns the budget, checkpoints and stats, and this strategy relays the workers' reports.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+
+import numpy as np
+
+from ..envs import make_vector_env
+from ..interfaces import Agent, AgentArrays, Rollout
+from ..plugins import StrategyFamily
+from .strategy import BaseStrategy, EpisodeTracker, StepResult
+
+
+def compute_gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, terminated: np.ndarray,
+                dones: np.ndarray, gamma: float, gae_lambda: float) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages and returns for arrays shaped (T, N).
+
+    ``next_values[t]`` is V of the observation step t led to (the final one at an episode end).
+    Only a true terminal drops the bootstrap; any episode end (terminated or truncated) cuts the
+    chain so no advantage leaks from one episode into the next.
+    """
+    advantages = np.zeros_like(rewards, dtype=np.float32)
+    running = np.zeros(rewards.shape[1:], dtype=np.float32)
+    not_terminal = 1.0 - terminated.astype(np.float32)
+    continues = 1.0 - dones.astype(np.float32)
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        delta = rewards[t] + gamma * next_values[t] * not_terminal[t] - values[t]
+        running = delta + gamma * gae_lambda * continues[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: EpisodeTracker,
+                    gamma: float, gae_lambda: float) -> tuple[Rollout, AgentArrays, list[dict[str, float]]]:
+    ids = envs.spec.agent_ids
+    obs_buf = {a: [] for a in ids}
+    next_buf = {a: [] for a in ids}
+    act_buf = {a: [] for a in ids}
+    rew_buf = {a: [] for a in ids}
+    term_buf = {a: [] for a in ids}
+    done_buf = {a: [] for a in ids}
+    alive_buf = {a: [] for a in ids}
+    extra_buf: dict[str, dict[str, list]] = {a: {} for a in ids}
+    next_value_fix: list[tuple[int, dict[str, np.ndarray], dict[str, np.ndarray]]] = []
+    episodes: list[dict[str, float]] = []
+    for t in range(steps):
+        acting = agent.act(obs, explore=True)
+        batch = envs.step(acting.actions)
+        for a in ids:
+            obs_buf[a].append(obs[a])
+            next_buf[a].append(batch.next_obs[a])
+            act_buf[a].append(acting.actions[a])
+            rew_buf[a].append(batch.rewards[a])
+            term_buf[a].append(batch.terminated[a])
+            done_buf[a].append(batch.terminated[a] | batch.truncated[a] | batch.episode_ended)
+            alive_buf[a].append(batch.alive[a])
+            for key, value in acting.extras.get(a, {}).items():
+                extra_buf[a].setdefault(key, []).append(value)
+        truncated = {a: batch.truncated[a] & ~batch.terminated[a] for a in ids}
+        if any(mask.any() for mask in truncated.values()):
+            next_value_fix.append((t, truncated, agent.value(batch.next_obs)))
+        episodes.extend(tracker.update(batch))
+        if batch.episode_ended.any():
+            agent.reset_state(batch.episode_ended)
+        agent.on_progress(envs.num_envs, int(batch.episode_ended.sum()))
+        obs = batch.obs
+
+    last_values = agent.value(obs)
+    stack = {name: {a: np.stack(buf[a]) for a in ids}
+             for name, buf in (("obs", obs_buf), ("next_obs", next_buf), ("actions", act_buf),
+                               ("rewards", rew_buf), ("terminated", term_buf), ("dones", done_buf),
+                               ("alive", alive_buf))}
+    extras = {a: {k: np.stack(v) for k, v in extra_buf[a].items()} for a in ids}
+    values, next_values, advantages, returns = {}, {}, {}, {}
+    for a in ids:
+        if "value" not in extras[a]:
+            raise TypeError(f"{type(agent).__name__}.act must return extras[{a!r}]['value'] for on-policy training")
+        v = extras[a]["value"].astype(np.float32)
+        nv = np.concatenate([v[1:], np.asarray(last_values[a], dtype=np.float32)[None]], axis=0)
+        for t, truncated, fixed in next_value_fix:
+            nv[t] = np.where(truncated[a], fixed[a], nv[t])
+        values[a], next_values[a] = v, nv
+        advantages[a], returns[a] = compute_gae(stack["rewards"][a], v, nv, stack["terminated"][a],
+                                                stack["dones"][a], gamma, gae_lambda)
+    rollout = Rollout(stack["obs"], stack["next_obs"], stack["actions"], stack["rewards"], stack["terminated"],
+                      stack["dones"], stack["alive"], extras, values, next_values, advantages, returns)
+    return rollout, obs, episodes
+
+
+class OnPolicyStrategy(BaseStrategy):
+    family = StrategyFamily.ON_POLICY
+
+    def setup(self) -> None:
+        super().setup()
+        self.workers: list[mp.Process] = []
+        if self.context.config.async_workers:
+            self._start_workers(self.context.config.async_workers)
+
+    def step(self, limit: int) -> StepResult:
+        if self.workers:
+            return self._step_async()
+        config = self.context.config
+        steps = max(1, min(config.rollout_steps, -(-limit // self.envs.num_envs)))
+        rollout, self.obs, episodes = collect_rollout(self.envs, self.agent, self.obs, steps, self.tracker,
+                                                      config.gamma, config.gae_lambda)
+        metrics = self.learner.learn(rollout)
+        metrics.update(self.agent.metrics())
+        return StepResult(rollout.num_steps, metrics, episodes)
+
+    # -- asynchronous workers ------------------------------------------------------------------
+    def _start_workers(self, count: int) -> None:
+        ctx = mp.get_context("fork")  # workers inherit the learner's shared-memory model
+        self.reports = ctx.Queue(maxsize=4 * count)
+        self.stop_event = ctx.Event()
+        base_seed = self.context.run.seed + 7919 * self._reset_count
+        for index in range(count):
+            process = ctx.Process(target=_async_worker, name=f"rlf-worker-{index}", daemon=True,
+                                  args=(self, index, base_seed + 1000 * (index + 1)))
+            process.start()
+            self.workers.append(process)
+
+    def _step_async(self) -> StepResult:
+        while True:
+            try:
+                kind, payload = self.reports.get(timeout=5.0)
+            except queue.Empty:
+                dead = [p.name for p in self.workers if not p.is_alive()]
+                if dead:
+                    raise RuntimeError(f"async workers died: {', '.join(dead)}") from None
+                continue
+            if kind == "error":
+                raise RuntimeError(f"async worker failed: {payload}")
+            steps, metrics, episodes = payload
+            for row in episodes:  # renumber: every worker counts its own episodes
+                self.tracker.episodes += 1
+                row["episode"] = float(self.tracker.episodes)
+            return StepResult(steps, metrics, episodes)
+
+    def teardown(self) -> None:
+        if getattr(self, "workers", None):
+            self.stop_event.set()
+        for process in getattr(self, "workers", []):
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+        super().teardown()
+
+
+def _async_worker(strategy: OnPolicyStrategy, index: int, seed: int) -> None:
+    try:
+        strategy.learner.worker_init()
+        run = strategy.context.run
+        envs = make_vector_env(strategy.env_name, strategy.env_factory, run.num_envs, subprocess=False)
+        tracker = EpisodeTracker(envs.spec.agent_ids, envs.num_envs, envs.spec.multi_agent)
+        obs = envs.reset(seed=seed)
+        config = strategy.context.config
+        while not strategy.stop_event.is_set():
+            rollout, obs, episodes = collect_rollout(envs, strategy.agent, obs, config.rollout_steps, tracker,
+                                                     config.gamma, config.gae_lambda)
+            metrics = strategy.learner.learn(rollout)
+            metrics["worker"] = float(index)
+            strategy.reports.put(("report", (rollout.num_steps, metrics, episodes)))
+        envs.close()
+    except Exception as exc:  # noqa: BLE001 - reported to the main process, which raises it
+        strategy.reports.put(("error", f"worker {index}: {type(exc).__name__}: {exc}"))
+

@@ -1,0 +1,165 @@
+"""TrainStrategy: how experience is collected and learned from. The Trainer decides when to stop,
+save and log; a strategy only knows how to do one more unit of work."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..envs import StepBatch, VectorEnv, make_vector_env
+from ..interfaces import Agent, BuildContext, Learner, StateTree
+from ..plugins import StrategyFamily
+
+
+@dataclass
+class StepResult:
+    env_steps: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    episodes: list[dict[str, float]] = field(default_factory=list)
+    """One row per episode that ended: return(s), length, env metrics."""
+
+
+class TrainStrategy(ABC):
+    family: StrategyFamily
+
+    @abstractmethod
+    def setup(self) -> None: ...
+
+    @abstractmethod
+    def step(self, limit: int) -> StepResult:
+        """Collect and learn one unit, doing at most about ``limit`` env steps."""
+
+    @abstractmethod
+    def weights(self) -> StateTree: ...
+
+    @abstractmethod
+    def state_dict(self) -> StateTree:
+        """Everything a resume needs: agent, learner, strategy counters."""
+
+    @abstractmethod
+    def load_state_dict(self, state: StateTree) -> None: ...
+
+    @abstractmethod
+    def teardown(self) -> None: ...
+
+
+class EpisodeTracker:
+    """Per-env running returns and lengths; emits one row per finished episode."""
+
+    def __init__(self, agent_ids: tuple[str, ...], num_envs: int, multi_agent: bool):
+        self.agent_ids = agent_ids
+        self.multi_agent = multi_agent
+        self.returns = {a: np.zeros(num_envs) for a in agent_ids}
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+        self.episodes = 0
+
+    def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
+        self.lengths += 1
+        for a in self.agent_ids:
+            self.returns[a] += batch.rewards[a]
+        rows = []
+        if not batch.episode_ended.any():
+            return rows
+        for i in np.flatnonzero(batch.episode_ended):
+            self.episodes += 1
+            row: dict[str, float] = {"episode": float(self.episodes), "length": float(self.lengths[i])}
+            if self.multi_agent:
+                for a in self.agent_ids:
+                    row[f"return/{a}"] = float(self.returns[a][i])
+                row["return"] = float(np.mean([self.returns[a][i] for a in self.agent_ids]))
+            else:
+                row["return"] = float(self.returns[self.agent_ids[0]][i])
+            row.update(batch.episode_metrics.get(int(i), {}))
+            if extra:
+                row.update(extra)
+            rows.append(row)
+            self.lengths[i] = 0
+            for a in self.agent_ids:
+                self.returns[a][i] = 0.0
+        return rows
+
+    def state_dict(self) -> StateTree:
+        return {"episodes": self.episodes}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        self.episodes = int(state["episodes"])
+
+
+def average_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    totals: dict[str, list[float]] = {}
+    for row in rows:
+        for key, value in row.items():
+            totals.setdefault(key, []).append(float(value))
+    return {key: float(np.mean(values)) for key, values in totals.items()}
+
+
+class BaseStrategy(TrainStrategy):
+    """Shared plumbing: build envs, agent and learner from the registered builders."""
+
+    def __init__(self, algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
+                 subprocess: bool):
+        self.algorithm = algorithm
+        self.env_name = env_name
+        self.env_factory = env_factory
+        self.context = context
+        self.subprocess = subprocess
+        self.envs: VectorEnv | None = None
+        self.agent: Agent | None = None
+        self.learner: Learner | None = None
+        self.obs = None
+        self.tracker: EpisodeTracker | None = None
+        self._pending_state: StateTree | None = None
+        self._reset_count = 0
+
+    def setup(self) -> None:
+        run = self.context.run
+        self.envs = make_vector_env(self.env_name, self.env_factory, run.num_envs, self.subprocess)
+        self.context.env_spec = self.envs.spec
+        self.agent = self.algorithm.build_agent(self.context)
+        self.learner = self.algorithm.build_learner(self.context, self.agent)
+        self.tracker = EpisodeTracker(self.envs.spec.agent_ids, run.num_envs, self.envs.spec.multi_agent)
+        if self._pending_state is not None:
+            self._restore(self._pending_state)
+            self._pending_state = None
+        # A resumed run cannot restore emulator state, so it starts fresh episodes from a new seed.
+        self.obs = self.envs.reset(seed=run.seed + 7919 * self._reset_count)
+
+    def weights(self) -> StateTree:
+        return self.learner.weights()
+
+    def state_dict(self) -> StateTree:
+        return {"agent": self.agent.state_dict(),
+                "learner": self.learner.state_dict(include_replay=self.context.run.save_replay),
+                "episodes": self.tracker.state_dict(),
+                "resets": self._reset_count + 1}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        if self.learner is None:
+            self._pending_state = state
+            self._reset_count = int(state.get("resets", 1))
+        else:
+            self._restore(state)
+
+    def _restore(self, state: StateTree) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.learner.load_state_dict(state["learner"])
+        self.tracker.load_state_dict(state["episodes"])
+
+    def teardown(self) -> None:
+        if self.learner is not None:
+            self.learner.close()
+        if self.envs is not None:
+            self.envs.close()
+            self.envs = None
+
+
+def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
+                   subprocess: bool) -> TrainStrategy:
+    from .off_policy import OffPolicyStrategy
+    from .on_policy import OnPolicyStrategy
+
+    cls = OnPolicyStrategy if algorithm.family == StrategyFamily.ON_POLICY else OffPolicyStrategy
+    return cls(algorithm, env_name, env_factory, context, subprocess)

@@ -1,0 +1,15 @@
+"""Entry point: registers the ``random`` algorithm. Imports stay light (no torch)."""
+
+from rlf import StrategyFamily, hookimpl
+
+RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
+
+
+@hookimpl
+def rlf_register_algorithms(register):
+    from .config import RandomConfig
+    from .factory import build_agent, build_learner
+
+    register("random", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.OFF_POLICY,
+             config=RandomConfig, default_env="gym:CartPole-v1", action_spaces=("discrete", "continuous"),
+             run_defaults={"num_envs": 8})
