@@ -92,8 +92,9 @@ def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
 class Algorithm:
     """A configured algorithm on an environment: train it, evaluate it, save it, load it back."""
 
-    def __init__(self, resolved: Resolved, run_dir: Path | None = None):
+    def __init__(self, resolved: Resolved, run_dir: Path | None = None, registry: Registry | None = None):
         self.resolved = resolved
+        self.registry = registry or default_registry()
         self.run_dir = Path(run_dir or resolved.run.run_dir or _default_run_dir(resolved.run))
         self.counters: dict[str, int] = {}
         self.factory = EnvFactory(resolved.environment.build_env, resolved.env)
@@ -148,20 +149,19 @@ class Algorithm:
             self._agent_state = self.strategy.state_dict()["agent"] if self.strategy.agent else None
 
     def _write_run_file(self) -> None:
-        from .plugins import registry as current
-
         data = {"format": "rlf-run", "config": self.resolved.as_dict(),
                 "plugins": {"algorithm": self.resolved.algorithm.plugin, "environment": self.resolved.environment.plugin},
-                "versions": current().plugin_versions()}
+                "versions": self.registry.plugin_versions()}
         ckpt.atomic_write(self.run_dir / RUN_FILE, lambda h: h.write(json.dumps(data, indent=2).encode()))
 
     def _checkpoint_state(self, trainer_state: dict[str, Any]) -> dict[str, Any]:
         from . import __version__
 
+        versions = self.registry.plugin_versions()
+        algorithm, environment = self.resolved.algorithm.plugin, self.resolved.environment.plugin
         return {"rlf_version": __version__, "config": self.resolved.as_dict(),
-                "plugins": {"algorithm": [self.resolved.algorithm.plugin, _version(self.resolved.algorithm.plugin)],
-                            "environment": [self.resolved.environment.plugin,
-                                            _version(self.resolved.environment.plugin)]},
+                "plugins": {"algorithm": [algorithm, versions.get(algorithm)],
+                            "environment": [environment, versions.get(environment)]},
                 "saved_at": time.time(), **trainer_state}
 
     def _save_checkpoint(self, trainer_state: dict[str, Any]) -> None:
@@ -229,13 +229,6 @@ def _render(envs):
     return frame
 
 
-def _version(plugin: str) -> str | None:
-    from .plugins import registry as current
-
-    info = current().plugins.get(plugin)
-    return info.version if info else None
-
-
 def _default_run_dir(run: RunConfig) -> Path:
     safe_env = run.env.replace(":", "-").replace("/", "-")
     return Path("runs") / f"{run.algorithm}-{safe_env}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -245,8 +238,9 @@ def make(algorithm: str, env: str | None = None, *, config_file: Path | None = N
          overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
          registry: Registry | None = None) -> Algorithm:
     """Build an algorithm by name with a validated config (see ``resolve`` for the layering)."""
+    registry = registry or default_registry()
     return Algorithm(resolve(algorithm, env, config_file=config_file, overrides=overrides, config=config,
-                             registry=registry))
+                             registry=registry), registry=registry)
 
 
 def load(path: Path | str, registry: Registry | None = None, overrides: Iterable[str] = ()) -> Algorithm:
@@ -274,8 +268,9 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     config = {section: dict(values) for section, values in config.items()}
     if run_dir is not None:
         config["run"]["run_dir"] = str(run_dir)
+    registry = registry or default_registry()
     resolved = resolve(algorithm, env, config=config, overrides=overrides, registry=registry)
-    algo = Algorithm(resolved, run_dir=run_dir or resolved.run.run_dir)
+    algo = Algorithm(resolved, run_dir=run_dir or resolved.run.run_dir, registry=registry)
     algo.counters = counters
     algo._agent_state = state["strategy"]["agent"]
     algo._pending = state

@@ -79,10 +79,10 @@ class Trainer:
                 progress.update(result.env_steps, latest)
                 if counters["env_steps"] >= next_log or counters["env_steps"] >= run.steps:
                     elapsed = time.perf_counter() - window_start
-                    summary = {"env_step": counters["env_steps"], "updates": counters["updates"],
+                    summary = {**average_metrics(pending), **_episode_means(recent),
+                               "env_step": counters["env_steps"], "updates": counters["updates"],
                                "episodes": counters["episodes"],
-                               "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0,
-                               **average_metrics(pending), **_episode_means(recent)}
+                               "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
                     metrics_log.write(summary)
                     board.scalars(counters["env_steps"], summary)
                     pending.clear()

@@ -1,0 +1,71 @@
+"""The extension point for plugins that change PPO's update (ICM, RND, kNN episodic novelty).
+
+A curiosity plugin registers PPO's ``build_agent`` unchanged and a ``build_learner`` that returns
+``PPOLearner(..., extension=MyExtension(...))``. PPO calls the hooks below at fixed points of its
+update, so the curiosity plugin never copies PPO's loop, losses or rollout code.
+
+Order within one ``PPOLearner.learn(rollout)``:
+  1. ``intrinsic_rewards(rollout)``: per agent (T, N) rewards, already scaled; PPO adds them to the
+     extrinsic rewards and recomputes GAE with ``rlf.compute_gae`` (same terminated/truncated rule).
+  2. ``extra_advantages(rollout)``: per agent (T, N) advantages added to PPO's after step 1 (RND: from
+     its own intrinsic value head, discount and non-episodic returns).
+  3. for every epoch and minibatch: PPO's loss + ``loss(minibatch)``; one optimizer step over PPO's
+     parameters and ``parameters()``.
+  4. ``metrics()`` are merged into PPO's returned metrics (log intrinsic and extrinsic separately).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlf import Rollout
+
+
+@dataclass
+class Minibatch:
+    """One minibatch of one agent's flattened rollout, as torch tensors on the learner's device."""
+
+    agent_id: str
+    obs: torch.Tensor
+    next_obs: torch.Tensor
+    actions: torch.Tensor
+    indices: torch.Tensor
+    """Positions in the flattened (T*N) rollout, to look up per-sample data the extension computed."""
+    dones: torch.Tensor
+
+
+class PPOExtension:
+    """Override what you need; every default is a no-op."""
+
+    def bind(self, learner: Any) -> None:
+        """Called once by PPOLearner.__init__ (gives access to learner.device, learner.config, learner.agent)."""
+        self.learner = learner
+
+    def parameters(self) -> Iterable[torch.nn.Parameter]:
+        """Extra trainable parameters, optimized together with PPO's."""
+        return []
+
+    def intrinsic_rewards(self, rollout: Rollout) -> dict[str, np.ndarray] | None:
+        return None
+
+    def extra_advantages(self, rollout: Rollout) -> dict[str, np.ndarray] | None:
+        return None
+
+    def loss(self, minibatch: Minibatch) -> tuple[torch.Tensor | None, dict[str, float]]:
+        return None, {}
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
