@@ -40,6 +40,7 @@ _LAZY = {
     "Algorithm": ("api", "Algorithm"),
     "compute_gae": ("training.on_policy", "compute_gae"),
     "ReplayBuffer": ("replay", "ReplayBuffer"),
+    "RunningNormalizer": ("normalize", "RunningNormalizer"),
     "Trainer": ("training.trainer", "Trainer"),
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
     "StepResult": ("training.strategy", "StepResult"),
