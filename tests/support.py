@@ -82,6 +82,7 @@ class LinearPGLearner(Learner):
     def learn(self, rollout):
         self.updates += 1
         self.seen_rollouts.append(rollout.num_steps)
+        self.last_rollout = rollout
         losses = []
         for a in rollout.obs:
             mask = rollout.alive[a].reshape(-1).astype(bool)
@@ -124,6 +125,7 @@ class TabularQConfig(OffPolicyConfig):
 
     alpha: float = Field(0.5, gt=0, le=1, description="Learning rate.")
     gamma: float = Field(0.95, ge=0, le=1, description="Discount.")
+    fail_after: int = Field(0, ge=0, description="Raise after this many learn calls (0 = never); for crash tests.")
 
 
 class TabularQ(Agent):
@@ -172,6 +174,9 @@ class TabularQLearner(Learner):
         self.updates = 0
 
     def learn(self, t):
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.config.fail_after and self.calls > self.config.fail_after:
+            raise RuntimeError("learner blew up")
         for a in t.obs:
             for i in np.flatnonzero(t.alive[a]):
                 q = self.agent.q(a, t.obs[a][i])
@@ -275,3 +280,21 @@ class TestPlugin:
     @hookimpl
     def rlf_register_environments(self, register):
         register("line", build_env=make_line, config=LineConfig)
+
+
+test_plugin = TestPlugin()
+"""What the ``test`` entry point of the fake distribution made by ``install_fake_plugin`` loads."""
+
+
+def install_fake_plugin(site, name: str, target: str, module_source: str | None = None, module: str = "") -> None:
+    """Make ``site`` look like site-packages holding a distribution with an ``rlf`` entry point.
+
+    ``site`` goes on PYTHONPATH of a subprocess; importlib.metadata finds the dist-info there the
+    same way it finds a pip-installed plugin.
+    """
+    dist = site / f"rlf_fake_{name.replace('-', '_')}-0.0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: rlf-fake-{name}\nVersion: 0.0.1\n")
+    (dist / "entry_points.txt").write_text(f"[rlf]\n{name} = {target}\n")
+    if module_source is not None:
+        (site / f"{module}.py").write_text(module_source)

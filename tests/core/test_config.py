@@ -1,0 +1,104 @@
+import pytest
+
+from rlf import ConfigError, RunConfig
+from rlf.api import resolve
+from rlf.config import load_toml, parse_overrides, parse_value
+
+
+def test_values_parse_as_toml_else_string():
+    assert parse_value("3") == 3
+    assert parse_value("2.5e-4") == 2.5e-4
+    assert parse_value("true") is True
+    assert parse_value("[64, 64]") == [64, 64]
+    assert parse_value("hello") == "hello"
+    assert parse_value('"quoted"') == "quoted"
+
+
+def test_overrides_route_to_sections_and_nest():
+    layered = parse_overrides(["steps=10", "algo.exploration.decay=0.9", "env.length=7", "run.seed=3"])
+    assert layered["run"] == {"steps": 10, "seed": 3}
+    assert layered["algo"] == {"exploration": {"decay": 0.9}}
+    assert layered["env"] == {"length": 7}
+
+
+def test_malformed_override_is_a_config_error():
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_overrides(["steps"])
+
+
+def test_layering_defaults_file_then_overrides(tmp_path, registry):
+    config = tmp_path / "c.toml"
+    config.write_text("steps = 50\n[algo]\nalpha = 0.2\ngamma = 0.5\n[env]\nlength = 9\n")
+    resolved = resolve("tabular-q", "line", config_file=config, overrides=["algo.alpha=0.3"], registry=registry)
+    assert resolved.run.steps == 50
+    assert resolved.algo.alpha == 0.3        # --set beats the file
+    assert resolved.algo.gamma == 0.5        # the file beats the default
+    assert resolved.env.length == 9
+    assert resolved.algo.exploration.start == 1.0  # untouched default
+
+
+def test_algorithm_run_defaults_sit_below_user_settings(registry):
+    import rlf
+
+    reg = rlf.registry()
+    if "random" in reg.algorithms:  # the random plugin prefers 8 envs
+        assert resolve("random", "gym:CartPole-v1", registry=reg).run.num_envs == 8
+        assert resolve("random", "gym:CartPole-v1", overrides=["num_envs=2"], registry=reg).run.num_envs == 2
+    spec = registry.algorithm("linear-pg")
+    assert spec.run_defaults == {}
+
+
+def test_unknown_key_names_the_path_and_suggests(registry):
+    with pytest.raises(ConfigError) as err:
+        resolve("tabular-q", "line", overrides=["algo.alpah=0.1"], registry=registry)
+    message = str(err.value)
+    assert "algo.alpah" in message and "did you mean algo.alpha" in message
+    assert "\n" not in message
+
+
+def test_out_of_range_and_mistyped_values_name_the_field(registry):
+    with pytest.raises(ConfigError, match=r"algo\.alpha: .*greater than 0"):
+        resolve("tabular-q", "line", overrides=["algo.alpha=-1"], registry=registry)
+    with pytest.raises(ConfigError, match=r"algo\.exploration\.decay"):
+        resolve("tabular-q", "line", overrides=["algo.exploration.decay=fast"], registry=registry)
+    with pytest.raises(ConfigError, match=r"num_envs"):
+        resolve("tabular-q", "line", overrides=["num_envs=0"], registry=registry)
+
+
+def test_unknown_run_key_and_section(registry):
+    with pytest.raises(ConfigError, match="unknown key 'stepz'.*did you mean steps"):
+        resolve("tabular-q", "line", overrides=["stepz=3"], registry=registry)
+
+
+def test_malformed_toml_is_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[algo\nlr = ")
+    with pytest.raises(ConfigError, match="not valid TOML") as err:
+        load_toml(bad)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_toml(tmp_path / "missing.toml")
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text("[agent]\nx = 1\n")
+    with pytest.raises(ConfigError, match="unknown table"):
+        load_toml(wrong)
+
+
+def test_device_is_validated():
+    with pytest.raises(Exception, match="cuda"):
+        RunConfig(algorithm="a", env="b", device="gpu0")
+    assert RunConfig(algorithm="a", env="b", device="cuda:1").device == "cuda:1"
+
+
+def test_gym_prefix_fills_the_id(registry):
+    resolved = resolve("linear-pg", "gym:Acrobot-v1", registry=registry)
+    assert resolved.env.id == "Acrobot-v1"
+    assert resolve("linear-pg", registry=registry).run.env == "gym:CartPole-v1"  # the algorithm's default env
+
+
+def test_every_field_is_documented(registry):
+    from rlf.config import describe
+
+    for model in (RunConfig, registry.algorithm("tabular-q").config, registry.environment("gym:").config):
+        for path, _type, _default, doc in describe(model):
+            assert doc, f"{model.__name__}.{path} has no description"
