@@ -1,0 +1,80 @@
+"""Predator-prey env speed and random baselines.
+
+    python benchmarks/predator_prey_env.py [--steps 50000] [--episodes 1000] [--seed 0]
+
+Prints, side by side for chase-1v1, grid-3v3 and sparse-10x10 (plus a large obstacle-heavy grid and
+the local observation mode, to show the per-step cost does not grow with obstacles): env steps/s
+when every learning agent acts uniformly at random (actions drawn before timing, resets included),
+then the random capture rate and mean steps to capture over ``--episodes`` episodes. The
+sparse-10x10 row is the baseline other plugins' learning tests compare against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from rlf_plugin_predator_prey import parallel_env
+
+CASES = [
+    ("chase-1v1", {"scenario": "chase-1v1"}),
+    ("grid-3v3", {"scenario": "grid-3v3"}),
+    ("sparse-10x10", {"scenario": "sparse-10x10"}),
+    ("grid-3v3 learners=all", {"scenario": "grid-3v3", "learners": "all"}),
+    ("grid-3v3 local view", {"scenario": "grid-3v3", "observation": "local"}),
+    ("32x32 3v3 30% obstacles", {"scenario": "grid-3v3", "size": 32, "obstacle_share": 0.3, "max_steps": 500}),
+]
+
+
+def steps_per_second(fields: dict, steps: int, seed: int) -> float:
+    env = parallel_env(**fields)
+    actions = np.random.default_rng(seed).integers(5, size=(steps, len(env.possible_agents))).tolist()
+    names = env.possible_agents
+    env.reset(seed=seed)
+    start = time.perf_counter()
+    for row in actions:
+        present = env.agents
+        env.step({a: row[k] for k, a in enumerate(names) if a in present})
+        if not env.agents:
+            env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def random_baseline(fields: dict, episodes: int, seed: int) -> tuple[float, float, float]:
+    """(capture rate, mean steps to capture over captured episodes, mean episode length)."""
+    env = parallel_env(**fields)
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    captures, to_capture, lengths = [], [], []
+    for _ in range(episodes):
+        env.reset()
+        while env.agents:
+            _, _, _, _, infos = env.step({a: int(rng.integers(5)) for a in env.agents})
+        metrics = next(iter(infos.values()))["episode_metrics"]
+        captures.append(metrics["capture"])
+        lengths.append(env.num_steps)
+        if "steps_to_capture" in metrics:
+            to_capture.append(metrics["steps_to_capture"])
+    return float(np.mean(captures)), float(np.mean(to_capture)) if to_capture else float("nan"), float(
+        np.mean(lengths))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50_000, help="timed env steps per case")
+    parser.add_argument("--episodes", type=int, default=1000, help="episodes for the random baselines")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    print(f"{'case':<26} {'steps/s':>9} {'capture':>8} {'to capture':>11} {'length':>7}")
+    for name, fields in CASES:
+        speed = steps_per_second(fields, args.steps, args.seed)
+        rate, to_capture, length = random_baseline(fields, args.episodes, args.seed)
+        print(f"{name:<26} {speed:>9,.0f} {rate:>8.3f} {to_capture:>11.1f} {length:>7.1f}", flush=True)
+    print(f"(random play, {args.episodes} episodes each; 'to capture' = mean decisions to the capture "
+          "threshold over the episodes that reached it)")
+
+
+if __name__ == "__main__":
+    main()

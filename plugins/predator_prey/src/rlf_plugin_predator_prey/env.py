@@ -1,0 +1,540 @@
+"""The predator-prey grid as a PettingZoo ParallelEnv.
+
+Coordinates are Cartesian: ``x`` grows to the right, ``y`` grows upward, a cell's index is
+``y * size + x``. Actions: 0 right, 1 up, 2 left, 3 down, 4 stay. Everything that stays fixed for an
+episode (obstacles, the move table with walls and obstacles applied, the local-view background,
+the render background) is built once at reset, so a step is a handful of list look-ups per agent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from .config import PredatorPreyConfig
+from .encoding import BLOCKED, OPPONENT, TEAMMATE, layout
+from .scripted import STAY, World, make_policy
+
+ACTIONS = ((1, 0), (0, 1), (-1, 0), (0, -1), (0, 0))
+ACTION_NAMES = ("right", "up", "left", "down", "stay")
+PREDATOR, PREY = 0, 1
+ROLE_NAMES = ("predator", "prey")
+CELL_PX = 16
+PLACEMENT_TRIES = 200
+REDRAWS = 20
+
+_COLORS = {
+    "floor": (236, 236, 230), "line": (205, 205, 198), "obstacle": (70, 70, 78),
+    "predator": (200, 40, 40), "prey": (40, 150, 60), "captured": (160, 160, 160),
+}
+
+
+class PredatorPreyEnv(ParallelEnv):
+    """Predators chase prey on a grid; one team (or both) learns, the other follows a scripted policy.
+
+    Only learning agents are in ``possible_agents``; scripted ones are moved inside ``step``.
+    """
+
+    metadata = {"name": "predator_prey_v0", "render_modes": ["ansi", "rgb_array", "human"], "render_fps": 4,
+                "is_parallelizable": True}
+
+    def __init__(self, config: PredatorPreyConfig | dict | None = None, render_mode: str | None = None):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
+        if config is None or isinstance(config, dict):
+            config = PredatorPreyConfig.model_validate(config or {})
+        self.config = c = config
+        self.render_mode = render_mode
+        self.size = s = c.size
+        n_pred, n_prey = c.n_predators, c.n_prey
+        self._n = n_pred + n_prey
+        self._names = [f"predator_{i}" for i in range(n_pred)] + [f"prey_{j}" for j in range(n_prey)]
+        self._role = [PREDATOR] * n_pred + [PREY] * n_prey
+        self._speed = [c.predator_speed] * n_pred + [c.prey_speed] * n_prey
+        self._max_speed = max(self._speed)
+        self._predators = list(range(n_pred))
+        self._prey = list(range(n_pred, self._n))
+        self._opponents = [self._prey if r == PREDATOR else self._predators for r in self._role]
+        self._teammates = [[j for j in (self._predators if r == PREDATOR else self._prey) if j != i]
+                           for i, r in enumerate(self._role)]
+        roles = {ROLE_NAMES.index(r) for r in c.learning_roles}
+        learners = [i for i in range(self._n) if self._role[i] in roles]
+        self._scripted = [i for i in range(self._n) if self._role[i] not in roles]
+        self._learning = [self._role[i] in roles for i in range(self._n)]
+        self.possible_agents = [self._names[i] for i in learners]
+        self.agents: list[str] = []
+        self._index = {self._names[i]: i for i in learners}
+        self._policy = make_policy(c.opponent_policy, c.opponent_noise)
+
+        self.encoder = layout(c)
+        low = np.asarray(self.encoder.low, dtype=np.float32)
+        high = np.asarray(self.encoder.high, dtype=np.float32)
+        self._obs_spaces = {a: spaces.Box(low, high, dtype=np.float32) for a in self.possible_agents}
+        self._act_spaces = {a: spaces.Discrete(len(ACTIONS)) for a in self.possible_agents}
+        state_high = np.concatenate([np.tile([s - 1, s - 1, 1], self._n), np.ones(s * s)]).astype(np.float32)
+        self.state_space = spaces.Box(np.zeros_like(state_high), state_high, dtype=np.float32)
+        self.rlf_metadata = {
+            "teams": {a: ROLE_NAMES[self._role[self._index[a]]] for a in self.possible_agents},
+            "encoder": self.encoder,
+            "state_dim": self.encoder.state_dim,
+            "observation_fields": self.encoder.fields,
+            "action_names": ACTION_NAMES,
+            "scenario": c.scenario,
+            "learners": c.learners,
+            "opponent_policy": c.opponent_policy if self._scripted else None,
+        }
+
+        cells = s * s
+        self._xs = [cell % s for cell in range(cells)]
+        self._ys = [cell // s for cell in range(cells)]
+        self._clip = c.clip
+        self._missing = [c.clip + 1, c.clip + 1]
+        w = c.rewards
+        self._w_capture, self._w_step, self._w_captured, self._w_prey_step = w.capture, w.step, w.captured, w.prey_step
+
+        self._rng: np.random.Generator | None = None
+        self._pos: list[int] = []
+        self._active: list[bool] = []
+        self._obstacles = np.zeros(cells, dtype=bool)
+        self._nxt: list[list[int]] = []
+        self._blocked: list[tuple[int, ...]] = []
+        self._view_bg: np.ndarray | None = None
+        self._render_bg: np.ndarray | None = None
+        self._world: World | None = None
+        self._steps = 0
+        self._captures = 0
+        self._capture_step: int | None = None
+
+    # -- PettingZoo API -----------------------------------------------------------------------------
+    def observation_space(self, agent: str) -> spaces.Box:
+        return self._obs_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Discrete:
+        return self._act_spaces[agent]
+
+    @property
+    def num_steps(self) -> int:
+        """Decisions taken in the current episode."""
+        return self._steps
+
+    @property
+    def captures(self) -> int:
+        """Prey captured so far in the current episode."""
+        return self._captures
+
+    def positions(self) -> dict[str, tuple[int, int]]:
+        """(x, y) of every agent, scripted ones and captured (frozen) prey included."""
+        return {name: (self._xs[c], self._ys[c]) for name, c in zip(self._names, self._pos, strict=True)}
+
+    @property
+    def captured_prey(self) -> list[str]:
+        """Names of the prey captured so far in this episode."""
+        return [self._names[i] for i in self._prey if not self._active[i]]
+
+    @property
+    def obstacle_cells(self) -> list[tuple[int, int]]:
+        """(x, y) of this episode's obstacles."""
+        return [(self._xs[c], self._ys[c]) for c in np.flatnonzero(self._obstacles).tolist()]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        """New episode. ``seed`` restarts the env's RNG (without it the RNG continues).
+
+        ``options`` may pin the layout (cells as ``(x, y)``): ``{"predators": [...], "prey": [...],
+        "obstacles": [...]}``; ``predators`` and ``prey`` go together, each part left out is drawn; other keys are ignored.
+        """
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+            for k, agent in enumerate(self.possible_agents):
+                self._act_spaces[agent].seed(seed + k)
+        elif self._rng is None:
+            self._rng = np.random.default_rng()
+        pos, obstacles = self._draw_layout(options or {})
+        self._set_geometry(obstacles)
+        self._pos = pos
+        self._active = [True] * self._n
+        self._world = World(self._pos, self._active, self._opponents, self._nxt, self._xs, self._ys)
+        self._steps = 0
+        self._captures = 0
+        self._capture_step = None
+        self.agents = list(self.possible_agents)
+        observations = {a: self._observe(self._index[a]) for a in self.agents}
+        return observations, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]):
+        if not self.agents:
+            raise RuntimeError("the episode is over (env.agents is empty): call reset() before step()")
+        n, pos, active, index = self._n, self._pos, self._active, self._index
+        acts = [STAY] * n
+        for name, action in actions.items():
+            i = index.get(name)
+            if i is None:
+                raise ValueError(f"unknown agent {name!r}; the learning agents are {self.possible_agents}")
+            if not active[i]:
+                continue  # a captured prey's action is ignored
+            a = int(action)
+            if not 0 <= a < 5:
+                raise ValueError(f"action {action!r} of {name} is not in 0..4 (right, up, left, down, stay)")
+            acts[i] = a
+        if self._scripted:
+            movers = [i for i in self._scripted if active[i]]
+            if movers:
+                for i, a in zip(movers, self._policy.actions(self._world, movers, self._rng), strict=True):
+                    acts[i] = a
+
+        captured: list[int] = []
+        credited: set[int] = set()
+        nxt, speed, sharing = self._nxt, self._speed, self.config.allow_same_role_sharing
+        predators, prey = self._predators, self._prey
+        for sub in range(self._max_speed):  # fast agents move one cell per sub-step
+            old = None if sharing else pos[:]
+            for i in range(n):
+                if speed[i] > sub and acts[i] != STAY and active[i]:
+                    pos[i] = nxt[pos[i]][acts[i]]
+            if old is not None:
+                self._separate(old)
+            hunters = {pos[i] for i in predators}
+            for i in prey:
+                if active[i] and pos[i] in hunters:
+                    active[i] = False
+                    captured.append(i)
+                    credited.update(j for j in predators if pos[j] == pos[i])
+
+        self._steps += 1
+        if captured:
+            self._captures += len(captured)
+        terminated = self._captures >= self.config.capture_threshold
+        truncated = not terminated and self._steps >= self.config.max_steps
+        if terminated and self._capture_step is None:
+            self._capture_step = self._steps
+
+        observations, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+        for name in self.agents:
+            i = index[name]
+            if self._role[i] == PREDATOR:
+                rewards[name] = self._w_step + (self._w_capture if i in credited else 0.0)
+                terms[name] = terminated
+            elif active[i]:
+                rewards[name] = self._w_prey_step
+                terms[name] = terminated
+            else:  # captured on this step
+                rewards[name] = self._w_captured
+                terms[name] = True
+            truncs[name] = truncated and not terms[name]
+            observations[name] = self._observe(i)
+            infos[name] = {}
+        if terminated or truncated:
+            metrics = {"capture": 1.0 if terminated else 0.0, "captures": float(self._captures)}
+            if terminated:
+                metrics["steps_to_capture"] = float(self._capture_step)
+            for name in infos:
+                infos[name]["episode_metrics"] = dict(metrics)
+            self.agents = []
+        elif captured:
+            self.agents = [a for a in self.agents if active[index[a]]]
+        if self.render_mode == "human":
+            self.render()
+        return observations, rewards, terms, truncs, infos
+
+    def state(self) -> np.ndarray:
+        """Global state for centralised learners: (x, y, free) of every agent, then the obstacle mask."""
+        xs, ys = self._xs, self._ys
+        flat = [v for i, c in enumerate(self._pos) for v in (xs[c], ys[c], int(self._active[i]))]
+        return np.concatenate([np.asarray(flat, dtype=np.float32), self._obstacles.astype(np.float32)])
+
+    def render(self):
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() called without a render_mode; pass render_mode='rgb_array' or 'ansi'")
+            return None
+        if not self._pos:
+            raise RuntimeError("call reset() before render()")
+        if self.render_mode == "rgb_array":
+            return self._render_rgb()
+        text = self._render_text()
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        pass
+
+    # -- layout ---------------------------------------------------------------------------------
+    def _cells_of(self, items: Any, what: str) -> list[int]:
+        s = self.size
+        out = []
+        for item in items:
+            x, y = (int(v) for v in item)
+            if not (0 <= x < s and 0 <= y < s):
+                raise ValueError(f"options[{what!r}]: cell {(x, y)} is outside the {s}x{s} grid")
+            out.append(y * s + x)
+        return out
+
+    def _draw_layout(self, options: dict[str, Any]) -> tuple[list[int], np.ndarray]:
+        c, s, rng = self.config, self.size, self._rng
+        cells = s * s
+        obstacles = np.zeros(cells, dtype=bool)
+        fixed_obstacles = "obstacles" in options
+        if fixed_obstacles:
+            obstacles[self._cells_of(options["obstacles"], "obstacles")] = True
+        if "predators" in options or "prey" in options:
+            pred = self._cells_of(options.get("predators", ()), "predators")
+            prey = self._cells_of(options.get("prey", ()), "prey")
+            if len(pred) != c.n_predators or len(prey) != c.n_prey:
+                raise ValueError(f"options need {c.n_predators} predator and {c.n_prey} prey cells, "
+                                 f"got {len(pred)} and {len(prey)}")
+            pos = pred + prey
+            if len(set(pos)) != len(pos) or obstacles[pos].any():
+                raise ValueError("options: agents need distinct cells that hold no obstacle")
+        else:
+            pos = self._draw_agents(np.flatnonzero(~obstacles))
+        if not fixed_obstacles and c.n_obstacles:
+            taken = np.zeros(cells, dtype=bool)
+            taken[pos] = True
+            rest = np.flatnonzero(~taken)
+            for _ in range(REDRAWS):
+                obstacles[:] = False
+                obstacles[rng.choice(rest, size=c.n_obstacles, replace=False)] = True
+                if not c.connected_layout or self._connected(obstacles, pos):
+                    break
+            else:  # dense grids: grow a connected free region around the agents instead
+                grown = self._grow_free_region(pos, cells - c.n_obstacles)
+                if grown is not None:
+                    obstacles = grown
+        return pos, obstacles
+
+    def _draw_agents(self, allowed: np.ndarray) -> list[int]:
+        c, rng = self.config, self._rng
+        n_pred, n_prey = c.n_predators, c.n_prey
+        if not c.min_start_distance:
+            return rng.permutation(allowed)[: n_pred + n_prey].tolist()
+        xs, ys = np.asarray(self._xs), np.asarray(self._ys)
+        for _ in range(PLACEMENT_TRIES):
+            order = rng.permutation(allowed)
+            pred = order[:n_pred]
+            rest = order[n_pred:]
+            dist = np.min(np.abs(xs[rest][:, None] - xs[pred][None, :])
+                          + np.abs(ys[rest][:, None] - ys[pred][None, :]), axis=1)
+            far = rest[dist >= c.min_start_distance]
+            if len(far) >= n_prey:
+                return pred.tolist() + far[:n_prey].tolist()
+        raise RuntimeError(f"could not place {n_prey} prey at distance >= {c.min_start_distance} from "
+                           f"{n_pred} predators in {PLACEMENT_TRIES} tries; lower min_start_distance")
+
+    def _connected(self, obstacles: np.ndarray, agents: list[int]) -> bool:
+        """All ``agents`` lie in one 4-connected region of free cells (pockets nobody is in do not matter)."""
+        s = self.size
+        seen = bytearray(obstacles.tobytes())  # obstacles count as seen
+        start = agents[0]
+        seen[start] = 1
+        queue = deque([start])
+        targets = set(agents)
+        targets.discard(start)
+        while queue and targets:
+            cell = queue.popleft()
+            x, y = cell % s, cell // s
+            for nb, ok in ((cell + 1, x + 1 < s), (cell - 1, x > 0), (cell + s, y + 1 < s), (cell - s, y > 0)):
+                if ok and not seen[nb]:
+                    seen[nb] = 1
+                    targets.discard(nb)
+                    queue.append(nb)
+        return not targets
+
+    def _grow_free_region(self, pos: list[int], n_free: int) -> np.ndarray | None:
+        """Obstacles for a layout whose agents are connected: join every agent to the first by a random
+        monotone path, then grow the free region from its border at random until it has ``n_free``
+        cells. None when the joining paths alone need more free cells than that."""
+        s, rng, xs, ys = self.size, self._rng, self._xs, self._ys
+        free = bytearray(s * s)
+        for cell in pos:
+            free[cell] = 1
+        x0, y0 = xs[pos[0]], ys[pos[0]]
+        for cell in pos[1:]:
+            x, y = xs[cell], ys[cell]
+            moves = [0] * abs(x0 - x) + [1] * abs(y0 - y)
+            rng.shuffle(moves)
+            for axis in moves:
+                if axis == 0:
+                    x += 1 if x0 > x else -1
+                else:
+                    y += 1 if y0 > y else -1
+                free[y * s + x] = 1
+        count = sum(free)
+        if count > n_free:
+            return None
+        border = [nb for cell in range(s * s) if free[cell] for nb in self._neighbours(cell) if not free[nb]]
+        while count < n_free and border:
+            k = int(rng.integers(len(border)))
+            border[k], border[-1] = border[-1], border[k]
+            cell = border.pop()
+            if not free[cell]:
+                free[cell] = 1
+                count += 1
+                border.extend(nb for nb in self._neighbours(cell) if not free[nb])
+        return np.frombuffer(bytes(free), dtype=np.uint8) == 0
+
+    def _neighbours(self, cell: int) -> list[int]:
+        s = self.size
+        x, y = cell % s, cell // s
+        return [nb for nb, ok in ((cell + 1, x + 1 < s), (cell - 1, x > 0), (cell + s, y + 1 < s), (cell - s, y > 0))
+                if ok]
+
+    def _set_geometry(self, obstacles: np.ndarray) -> None:
+        """Precompute what the episode's obstacles fix: the move table, blocked flags, view background."""
+        s = self.size
+        self._obstacles = obstacles
+        idx = np.arange(s * s)
+        x, y = idx % s, idx // s
+        columns = []
+        for dx, dy in ACTIONS:
+            target = np.clip(y + dy, 0, s - 1) * s + np.clip(x + dx, 0, s - 1)
+            columns.append(np.where(obstacles[target], idx, target))  # into an obstacle: the move is skipped
+        table = np.stack(columns, axis=1)
+        self._nxt = table.tolist()
+        if self.config.obs_blocked:
+            self._blocked = [tuple(row) for row in (table[:, :4] == idx[:, None]).astype(int).tolist()]
+        if self.config.observation == "local":
+            r = self.config.view_radius
+            padded = np.full((s + 2 * r, s + 2 * r), BLOCKED, dtype=np.int64)  # row = y + r
+            padded[r:r + s, r:r + s] = obstacles.reshape(s, s).astype(np.int64) * BLOCKED
+            self._view_bg = padded
+        self._render_bg = None
+
+    def _separate(self, old: list[int]) -> None:
+        """Same-role agents may not share a cell: cancel the moves of every agent in a shared cell,
+        repeating until no two same-role agents share one (an agent that did not move keeps its cell)."""
+        pos, active, role = self._pos, self._active, self._role
+        occupied = [(role[i], pos[i]) for i in range(self._n) if active[i]]
+        if len(set(occupied)) == len(occupied):
+            return
+        while True:
+            cells: dict[tuple[int, int], list[int]] = {}
+            for i in range(self._n):
+                if active[i]:
+                    cells.setdefault((role[i], pos[i]), []).append(i)
+            changed = False
+            for group in cells.values():
+                if len(group) > 1:
+                    for i in group:
+                        if pos[i] != old[i]:
+                            pos[i] = old[i]
+                            changed = True
+            if not changed:
+                return
+
+    # -- observations -----------------------------------------------------------------------------
+    def _observe(self, i: int) -> np.ndarray:
+        c = self.config
+        cell = self._pos[i]
+        x, y = self._xs[cell], self._ys[cell]
+        values: list[int] = self._view(i, x, y) if c.observation == "local" else []
+        if c.obs_position:
+            values += (x, y)
+        if c.obs_opponents:
+            values += self._offsets(x, y, self._opponents[i], c.obs_opponents)
+        if c.obs_teammates:
+            values += self._offsets(x, y, self._teammates[i], c.obs_teammates)
+        if c.obs_blocked:
+            values += self._blocked[cell]
+        return np.array(values, dtype=np.float32)
+
+    def _offsets(self, x: int, y: int, others: list[int], k: int) -> list[int]:
+        """(dx, dy) to the k nearest free agents among ``others`` (Manhattan, ties by agent order),
+        clipped to [-clip, clip]; (clip + 1, clip + 1) fills the slots of agents that are not there."""
+        pos, active, xs, ys, clip = self._pos, self._active, self._xs, self._ys, self._clip
+        if k == 1:  # the common case, without sorting
+            best, bx, by = -1, 0, 0
+            for j in others:
+                if active[j]:
+                    cell = pos[j]
+                    dx, dy = xs[cell] - x, ys[cell] - y
+                    d = (dx if dx >= 0 else -dx) + (dy if dy >= 0 else -dy)
+                    if best < 0 or d < best:
+                        best, bx, by = d, dx, dy
+            if best < 0:
+                return list(self._missing)
+            return [clip if bx > clip else -clip if bx < -clip else bx,
+                    clip if by > clip else -clip if by < -clip else by]
+        found = []
+        for j in others:
+            if active[j]:
+                cell = pos[j]
+                dx, dy = xs[cell] - x, ys[cell] - y
+                found.append((abs(dx) + abs(dy), j, dx, dy))
+        found.sort()
+        out: list[int] = []
+        for _, _, dx, dy in found[:k]:
+            out.append(clip if dx > clip else -clip if dx < -clip else dx)
+            out.append(clip if dy > clip else -clip if dy < -clip else dy)
+        for _ in range(k - min(k, len(found))):
+            out += self._missing
+        return out
+
+    def _view(self, i: int, x: int, y: int) -> list[int]:
+        """The (2r+1)^2 cells around the agent, top row first: 0 free, 1 obstacle/outside, 2 teammate,
+        3 opponent (an opponent hides a teammate on the same cell)."""
+        r = self.config.view_radius
+        view = self._view_bg[y:y + 2 * r + 1, x:x + 2 * r + 1][::-1].copy()  # rows: y + r down to y - r
+        pos, active, xs, ys, role = self._pos, self._active, self._xs, self._ys, self._role
+        for j in range(self._n):
+            if j != i and active[j]:
+                dx, dy = xs[pos[j]] - x, ys[pos[j]] - y
+                if -r <= dx <= r and -r <= dy <= r:
+                    if role[j] != role[i]:
+                        view[r - dy, r + dx] = OPPONENT
+                    elif view[r - dy, r + dx] != OPPONENT:
+                        view[r - dy, r + dx] = TEAMMATE
+        return view.ravel().tolist()
+
+    # -- rendering --------------------------------------------------------------------------------
+    def _render_rgb(self) -> np.ndarray:
+        s = self.size
+        if self._render_bg is None:
+            floor = np.empty((s, s, 3), dtype=np.uint8)
+            floor[:] = _COLORS["floor"]
+            floor[self._obstacles.reshape(s, s)[::-1]] = _COLORS["obstacle"]  # image row 0 = top (y = s-1)
+            image = np.repeat(np.repeat(floor, CELL_PX, axis=0), CELL_PX, axis=1)
+            image[::CELL_PX, :] = _COLORS["line"]
+            image[:, ::CELL_PX] = _COLORS["line"]
+            self._render_bg = image
+        image = self._render_bg.copy()
+        order = sorted(range(self._n), key=lambda i: (self._active[i], self._role[i] == PREDATOR))
+        for i in order:  # captured prey first, predators last (on top)
+            cell = self._pos[i]
+            row, col = s - 1 - self._ys[cell], self._xs[cell]
+            if not self._active[i]:
+                color, inset = _COLORS["captured"], 6
+            elif self._role[i] == PREDATOR:
+                color, inset = _COLORS["predator"], 2
+            else:
+                color, inset = _COLORS["prey"], 4
+            image[row * CELL_PX + inset:(row + 1) * CELL_PX - inset + 1,
+                  col * CELL_PX + inset:(col + 1) * CELL_PX - inset + 1] = color
+        return image
+
+    def _render_text(self) -> str:
+        """One character per cell, top row first: . free, # obstacle, P predator, o prey,
+        x a captured prey's last cell."""
+        s = self.size
+        grid = [["#" if self._obstacles[y * s + x] else "." for x in range(s)] for y in range(s)]
+        for i in sorted(range(self._n), key=lambda i: (self._active[i], self._role[i] == PREDATOR)):
+            cell = self._pos[i]
+            char = "x" if not self._active[i] else ("P" if self._role[i] == PREDATOR else "o")
+            grid[self._ys[cell]][self._xs[cell]] = char
+        header = (f"step {self._steps}/{self.config.max_steps}  "
+                  f"captures {self._captures}/{self.config.capture_threshold}")
+        return "\n".join([header] + [" ".join(grid[y]) for y in range(s - 1, -1, -1)])
+
+
+def make_env(config: PredatorPreyConfig | dict | None = None, render_mode: str | None = None) -> PredatorPreyEnv:
+    """The builder rlf calls: one env from a validated config."""
+    return PredatorPreyEnv(config, render_mode=render_mode)
+
+
+def parallel_env(render_mode: str | None = None, **fields: Any) -> PredatorPreyEnv:
+    """PettingZoo-style constructor outside rlf: ``parallel_env(scenario="grid-3v3", learners="all")``."""
+    return PredatorPreyEnv(PredatorPreyConfig.model_validate(fields), render_mode=render_mode)
