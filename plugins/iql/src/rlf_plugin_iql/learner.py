@@ -1,0 +1,56 @@
+"""The independent tabular update, applied online to every env step's transitions."""
+
+from __future__ import annotations
+
+from rlf import Learner, StateTree, Transitions
+
+from .model import IQLAgent
+
+
+class IQLLearner(Learner):
+    """``Q(s,a) += alpha * (r + gamma * max Q(s') - Q(s,a))`` per agent, on its own reward.
+
+    The transitions of the step just taken are the whole "replay": a tabular update needs no
+    sampling, and learning from each step once, in order, is exactly seed 002's loop. Only a true
+    terminal cuts the bootstrap; a truncated step still bootstraps from its final observation.
+    """
+
+    def __init__(self, agent: IQLAgent, alpha: float, gamma: float):
+        self.agent = agent
+        self.alpha = alpha
+        self.gamma = gamma
+        self.updates = 0
+
+    def learn(self, experience: Transitions) -> dict[str, float]:
+        agent, alpha, gamma = self.agent, self.alpha, self.gamma
+        td_total, count = 0.0, 0
+        for agent_id in agent.agent_ids:
+            alive = experience.alive[agent_id].tolist()
+            if not any(alive):
+                continue
+            table = agent.tables[agent_id]
+            keys = agent.keys(agent_id, experience.obs[agent_id])
+            next_keys = agent.keys(agent_id, experience.next_obs[agent_id])
+            actions = experience.actions[agent_id].tolist()
+            rewards = experience.rewards[agent_id].tolist()
+            terminated = experience.terminated[agent_id].tolist()
+            for i, taking_part in enumerate(alive):
+                if not taking_part:
+                    continue
+                row = table.row(keys[i])
+                bootstrap = 0.0 if terminated[i] else table.max_q(next_keys[i])
+                values, action = table.values, actions[i]
+                td = rewards[i] + gamma * bootstrap - values[row, action]
+                values[row, action] += alpha * td
+                td_total += abs(td)
+                count += 1
+        self.updates += count
+        if not count:
+            return {}
+        return {"td_error": td_total / count, "table_size": float(agent.table_size)}
+
+    def state_dict(self, include_replay: bool = True) -> StateTree:
+        return {"updates": self.updates}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        self.updates = int(state["updates"])

@@ -1,0 +1,213 @@
+"""Lazily grown Q-tables and the epsilon-greedy agent that acts on them.
+
+The building blocks here (``QTable``, ``StateKeys``, ``greedy``, the RNG helpers) are this plugin's
+public API: rlf-plugin-cql and rlf-plugin-mixed build their tables from them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from rlf import Acting, Agent, ConfigError, EpsilonSchedule, ExplorationConfig, StateTree
+
+Key = Hashable
+
+
+class StateKeys:
+    """Turns a batch of observations (N, ...) into one hashable table key per row.
+
+    The environment's ``encoder.hashable`` (``env_spec.metadata["encoder"]``) defines what a state is,
+    through its ``hashable_batch`` where it has one (one call per batch, not per row); without an
+    encoder, the observation's values themselves are the key.
+    """
+
+    def __init__(self, metadata: Mapping[str, Any] | None = None):
+        encoder = (metadata or {}).get("encoder")
+        self._batch = getattr(encoder, "hashable_batch", None)
+        self._row = getattr(encoder, "hashable", None)
+
+    def __call__(self, batch: np.ndarray) -> list[Key]:
+        if self._batch is not None:
+            return self._batch(batch)
+        if self._row is not None:
+            return [self._row(row) for row in batch]
+        return [tuple(row) for row in batch.reshape(len(batch), -1).tolist()]
+
+
+class QTable:
+    """Q-values of the states seen so far: a dict from state key to a row of one growing matrix.
+
+    Rows are appended in visiting order and never move, so a row number stays valid; the matrix
+    doubles when full, which keeps appends amortised O(1) without a Python object per state.
+    """
+
+    def __init__(self, n_actions: int, capacity: int = 64, max_states: int | None = None,
+                 full_hint: str = "use a coarser observation"):
+        self.n_actions = n_actions
+        self.index: dict[Key, int] = {}
+        self.max_states = max_states
+        self.full_hint = full_hint
+        self.values = np.zeros((min(capacity, max_states or capacity), n_actions))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def find(self, key: Key) -> int | None:
+        return self.index.get(key)
+
+    def row(self, key: Key) -> int:
+        """The row of ``key``, added as zeros (an unvisited state) if it is new."""
+        found = self.index.get(key)
+        if found is not None:
+            return found
+        found = len(self.index)
+        if found == len(self.values):
+            self._grow(found)
+        self.index[key] = found
+        return found
+
+    def _grow(self, size: int) -> None:
+        if self.max_states is not None and size >= self.max_states:
+            raise ConfigError(f"the Q-table is full: {size} states x {self.n_actions} values "
+                              f"({size * self.n_actions * 8 / 2**20:.0f} MiB); {self.full_hint}")
+        capacity = 2 * len(self.values)
+        if self.max_states is not None:
+            capacity = min(capacity, self.max_states)
+        grown = np.zeros((capacity, self.n_actions))
+        grown[:size] = self.values
+        self.values = grown
+
+    def q(self, key: Key) -> np.ndarray:
+        """Q-values of ``key`` (zeros for an unvisited state); a copy, safe to keep."""
+        found = self.index.get(key)
+        return np.zeros(self.n_actions) if found is None else self.values[found].copy()
+
+    def max_q(self, key: Key) -> float:
+        found = self.index.get(key)
+        if found is None:
+            return 0.0
+        # A short row is cheaper as a Python list than through numpy's reduction machinery.
+        return max(self.values[found].tolist()) if self.n_actions <= 32 else float(self.values[found].max())
+
+    @property
+    def nbytes(self) -> int:
+        return int(len(self.index) * self.n_actions * self.values.itemsize)
+
+    def state_dict(self) -> StateTree:
+        """Keys as a matrix (one row per state, the key's values) and the Q-values row for row."""
+        keys = list(self.index)
+        if keys and not all(isinstance(k, tuple) for k in keys):
+            raise TypeError("only tuple state keys can be checkpointed; make encoder.hashable return a tuple")
+        key_matrix = np.array(keys) if keys else np.zeros((0, 0), dtype=np.int64)
+        if key_matrix.ndim != 2 or key_matrix.dtype == object:
+            raise TypeError("state keys must be flat tuples of one length to be checkpointed")
+        return {"keys": key_matrix, "values": self.values[:len(keys)].copy()}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        values = np.asarray(state["values"], dtype=np.float64)
+        keys = np.asarray(state["keys"])
+        if values.ndim != 2 or values.shape[1] != self.n_actions or len(keys) != len(values):
+            raise ValueError(f"Q-table checkpoint holds values of shape {values.shape} for {len(keys)} keys, "
+                             f"but this table has {self.n_actions} actions")
+        if self.max_states is not None and len(values) > self.max_states:
+            raise ConfigError(f"the checkpoint's Q-table holds {len(values)} states, more than the "
+                              f"{self.max_states} this config allows; {self.full_hint}")
+        self.index = {tuple(k): i for i, k in enumerate(keys.tolist())}
+        capacity = max(64, 2 * len(values))
+        if self.max_states is not None:
+            capacity = max(len(values), min(capacity, self.max_states))
+        self.values = np.zeros((capacity, self.n_actions))
+        self.values[:len(values)] = values
+
+
+def greedy(row: list[float], rng: random.Random) -> int:
+    """Index of the largest value, ties broken uniformly at random (an unvisited state: any action)."""
+    best = max(row)
+    if row.count(best) == 1:
+        return row.index(best)
+    ties = [i for i, value in enumerate(row) if value == best]
+    return ties[int(rng.random() * len(ties))]
+
+
+def random_state(rng: random.Random) -> StateTree:
+    # Python's Mersenne Twister: ~10x cheaper per draw than a numpy Generator, which matters when
+    # acting costs a handful of draws per env step.
+    version, internal, gauss = rng.getstate()
+    return {"version": version, "internal": np.array(internal, dtype=np.int64), "gauss": gauss}
+
+
+def set_random_state(rng: random.Random, state: StateTree) -> None:
+    internal = tuple(int(v) for v in np.asarray(state["internal"]).tolist())
+    rng.setstate((int(state["version"]), internal, state["gauss"]))
+
+
+class KeyCache:
+    """Keys of the batch seen last per agent: the learner asks again for the batch ``act`` just hashed."""
+
+    def __init__(self, keys: StateKeys):
+        self.keys = keys
+        self._recent: dict[str, tuple[np.ndarray, list[Key]]] = {}
+
+    def __call__(self, agent_id: str, batch: np.ndarray) -> list[Key]:
+        recent = self._recent.get(agent_id)
+        if recent is not None and recent[0] is batch:
+            return recent[1]
+        found = self.keys(batch)
+        self._recent[agent_id] = (batch, found)
+        return found
+
+
+class IQLAgent(Agent):
+    """One Q-table per agent id, epsilon-greedy with random tie-breaking; agents share nothing."""
+
+    def __init__(self, agent_ids: Iterable[str], n_actions: Mapping[str, int], keys: StateKeys,
+                 exploration: ExplorationConfig, seed: int):
+        self.agent_ids = tuple(agent_ids)
+        self.n_actions = {a: int(n_actions[a]) for a in self.agent_ids}
+        self.tables = {a: QTable(self.n_actions[a]) for a in self.agent_ids}
+        self.keys = KeyCache(keys)
+        self.epsilon = EpsilonSchedule(exploration)
+        self.rng = random.Random(seed)
+
+    def act(self, obs, *, explore: bool = True) -> Acting:
+        rng, epsilon = self.rng, self.epsilon.value if explore else 0.0
+        actions = {}
+        for agent_id in self.agent_ids:
+            batch = obs[agent_id]
+            table, n = self.tables[agent_id], self.n_actions[agent_id]
+            chosen = np.empty(len(batch), dtype=np.int64)
+            for i, key in enumerate(self.keys(agent_id, batch)):
+                if epsilon and rng.random() < epsilon:
+                    chosen[i] = int(rng.random() * n)
+                    continue
+                found = table.index.get(key)
+                chosen[i] = int(rng.random() * n) if found is None else greedy(table.values[found].tolist(), rng)
+            actions[agent_id] = chosen
+        return Acting(actions)
+
+    def on_progress(self, env_steps: int, episodes_ended: int) -> None:
+        self.epsilon.advance(env_steps, episodes_ended)
+
+    @property
+    def table_size(self) -> int:
+        return sum(len(t) for t in self.tables.values())
+
+    def metrics(self) -> dict[str, float]:
+        return {"epsilon": float(self.epsilon.value), "table_size": float(self.table_size)}
+
+    def state_dict(self) -> StateTree:
+        return {"tables": {a: t.state_dict() for a, t in self.tables.items()},
+                "epsilon": self.epsilon.state_dict(), "rng": random_state(self.rng)}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        missing = set(self.agent_ids) - set(state["tables"])
+        if missing:
+            raise ValueError(f"checkpoint has no Q-table for agent(s) {sorted(missing)}")
+        for agent_id, table in self.tables.items():
+            table.load_state_dict(state["tables"][agent_id])
+        self.epsilon.load_state_dict(state["epsilon"])
+        set_random_state(self.rng, state["rng"])

@@ -1,0 +1,14 @@
+"""Entry point: registers the ``iql`` algorithm. Imports stay light."""
+
+from rlf import StrategyFamily, hookimpl
+
+RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
+
+
+@hookimpl
+def rlf_register_algorithms(register):
+    from .config import IQLConfig
+    from .factory import build_agent, build_learner
+
+    register("iql", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.OFF_POLICY,
+             config=IQLConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True)
