@@ -1,0 +1,58 @@
+"""PPO's configuration. ``rollout_steps``, ``gamma`` and ``gae_lambda`` come from ``rlf.OnPolicyConfig``
+because the core's on-policy strategy collects the rollout and computes GAE with them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from rlf import OnPolicyConfig
+
+
+class PPOConfig(OnPolicyConfig):
+    """Proximal Policy Optimization with a clipped surrogate objective and a learned value baseline."""
+
+    lr: float = Field(2.5e-4, gt=0.0, le=1.0, description="Adam learning rate at the start of the run.")
+    anneal_lr: bool = Field(
+        True, description="Decay the learning rate linearly to 0 over the run's total env steps (run.steps).")
+    adam_eps: float = Field(1e-5, gt=0.0, le=1e-2, description="Adam epsilon (numerical floor of the step size).")
+    epochs: int = Field(4, ge=1, le=100, description="Passes over each rollout per update.")
+    minibatches: int = Field(4, ge=1, le=1024, description="Minibatches each rollout is split into per epoch.")
+    clip_coef: float = Field(0.2, gt=0.0, le=1.0, description="Policy ratio clip range epsilon of the surrogate.")
+    value_clip: float = Field(
+        0.0, ge=0.0, le=100.0,
+        description="Clip the value change around the old value by this much (0 = plain squared error).")
+    value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the value loss.")
+    entropy_coef: float = Field(0.01, ge=0.0, le=1.0, description="Weight of the entropy bonus.")
+    max_grad_norm: float = Field(0.5, ge=0.0, le=1000.0, description="Gradient-norm clip per update (0 = off).")
+    normalize_advantages: bool = Field(
+        True, description="Standardize advantages over each agent's rollout before the update.")
+    target_kl: float = Field(
+        0.0, ge=0.0, le=10.0,
+        description="Stop an agent's update early once its approximate KL exceeds this (0 = never).")
+    network: Literal["auto", "mlp", "cnn"] = Field(
+        "auto", description="auto: the Nature-DQN CNN for image observations (C, H, W), else an MLP.")
+    hidden_sizes: list[int] = Field(
+        [64, 64], min_length=1, max_length=8,
+        description="MLP: hidden layer widths (separate actor and critic networks of this shape).")
+    activation: Literal["tanh", "relu"] = Field("tanh", description="MLP hidden activation.")
+    cnn_features: int = Field(512, ge=16, le=4096, description="CNN: width of the dense layer after the convolutions.")
+    torch_threads: int = Field(
+        0, ge=0, le=1024,
+        description="CPU threads torch uses in this process (0 = auto: 1 for MLPs, torch's default for CNNs).")
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _widths(cls, value: list[int]) -> list[int]:
+        if any(width < 1 or width > 65_536 for width in value):
+            raise ValueError("every hidden width must be between 1 and 65536")
+        return value
+
+    @field_validator("async_workers")
+    @classmethod
+    def _synchronous(cls, value: int) -> int:
+        if value:
+            raise ValueError("PPO updates synchronously; use run.num_envs (and run.vector) to collect in "
+                             "parallel and leave algo.async_workers at 0")
+        return value

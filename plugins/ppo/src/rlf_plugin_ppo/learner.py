@@ -1,0 +1,248 @@
+"""PPO's update: the clipped surrogate objective on the core's rollout and GAE, with the hooks of
+``PPOExtension`` called at the documented points (see extension.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlf import BuildContext, Learner, Rollout, StateTree, compute_gae
+from rlf.torch_utils import (
+    load_optimizer_state,
+    optimizer_state,
+    set_torch_rng_state,
+    torch_rng_state,
+)
+
+from .config import PPOConfig
+from .extension import Minibatch, PPOExtension
+from .model import PPOAgent
+
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+@dataclass
+class AgentBatch:
+    """One agent's rollout, flattened over (T, N), keeping only the steps where the agent was alive."""
+
+    indices: np.ndarray
+    obs: torch.Tensor
+    actions: torch.Tensor
+    old_log_probs: torch.Tensor
+    old_values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    next_obs: torch.Tensor | None
+    dones: torch.Tensor | None
+    explained_variance: float | None
+
+
+class PPOLearner(Learner):
+    """Updates every agent id's network from its own part of the rollout (independent learners).
+
+    All networks and the extension's parameters share one Adam optimizer; each agent's minibatch
+    step only carries gradients for that agent's network (plus the extension's), and Adam skips
+    parameters without a gradient, so agents stay independent. ``last_advantages`` and
+    ``last_returns`` hold the targets of the latest update (after the extension's changes).
+    """
+
+    def __init__(self, agent: PPOAgent, config: PPOConfig, context: BuildContext,
+                 extension: PPOExtension | None = None):
+        self.agent = agent
+        self.config = config
+        self.context = context
+        self.device = agent.device
+        self.extension = extension
+        self.env_steps = 0
+        self.updates = 0
+        self.rng = np.random.default_rng(np.random.SeedSequence([context.seed, 1]))
+        self.last_advantages: dict[str, np.ndarray] = {}
+        self.last_returns: dict[str, np.ndarray] = {}
+        # Extensions that draw from torch's global RNG (network init, sampling) become reproducible.
+        torch.manual_seed(context.seed)
+        if extension is not None:
+            extension.bind(self)
+        self.agent_parameters = {agent_id: list(network.parameters())
+                                 for agent_id, network in agent.networks.items()}
+        owned = {id(p) for params in self.agent_parameters.values() for p in params}
+        self.extension_parameters: list[nn.Parameter] = []
+        for param in (extension.parameters() if extension is not None else []):
+            if id(param) not in owned:
+                owned.add(id(param))
+                self.extension_parameters.append(param)
+        groups = [{"params": [p for params in self.agent_parameters.values() for p in params]}]
+        if self.extension_parameters:
+            groups.append({"params": self.extension_parameters})
+        self.optimizer = torch.optim.Adam(groups, lr=config.lr, eps=config.adam_eps)
+
+    # -- the update -----------------------------------------------------------------------------
+    def learn(self, rollout: Rollout) -> dict[str, float]:
+        learning_rate = self._set_learning_rate()
+        advantages, returns = self._targets(rollout)
+        self.last_advantages, self.last_returns = advantages, returns
+        per_agent: dict[str, list[float]] = defaultdict(list)
+        extension_stats: dict[str, list[float]] = defaultdict(list)
+        for agent_id in self.agent.networks:
+            if agent_id not in rollout.obs:
+                continue
+            batch = self._flatten(rollout, agent_id, advantages[agent_id], returns[agent_id])
+            if batch is None:  # the agent took no part in this rollout
+                continue
+            for name, value in self._update_agent(agent_id, batch, extension_stats).items():
+                per_agent[name].append(value)
+            if batch.explained_variance is not None:
+                per_agent["explained_variance"].append(batch.explained_variance)
+        self.env_steps += rollout.num_steps
+        self.updates += 1
+        metrics = {name: float(np.mean(values)) for name, values in per_agent.items()}
+        metrics["learning_rate"] = learning_rate
+        metrics.update({name: float(np.mean(values)) for name, values in extension_stats.items()})
+        if self.extension is not None:
+            metrics.update(self.extension.metrics())
+        return metrics
+
+    def _set_learning_rate(self) -> float:
+        learning_rate = self.config.lr
+        if self.config.anneal_lr:
+            learning_rate *= max(0.0, 1.0 - self.env_steps / max(1, self.context.run.steps))
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+        return learning_rate
+
+    def _targets(self, rollout: Rollout) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Hooks 1 and 2: intrinsic rewards re-run GAE; extra advantages are added on top."""
+        advantages, returns = dict(rollout.advantages), dict(rollout.returns)
+        if self.extension is None:
+            return advantages, returns
+        config = self.config
+        for agent_id, bonus in (self.extension.intrinsic_rewards(rollout) or {}).items():
+            rewards = rollout.rewards[agent_id]
+            bonus = self._check_shape("intrinsic_rewards", agent_id, bonus, rewards.shape)
+            advantages[agent_id], returns[agent_id] = compute_gae(
+                rewards + bonus, rollout.values[agent_id], rollout.next_values[agent_id],
+                rollout.terminated[agent_id], rollout.dones[agent_id], config.gamma, config.gae_lambda)
+        for agent_id, extra in (self.extension.extra_advantages(rollout) or {}).items():
+            extra = self._check_shape("extra_advantages", agent_id, extra, advantages[agent_id].shape)
+            advantages[agent_id] = advantages[agent_id] + extra
+        return advantages, returns
+
+    def _check_shape(self, hook: str, agent_id: str, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float32)
+        if values.shape != shape:
+            raise ValueError(f"{type(self.extension).__name__}.{hook} returned shape {values.shape} for agent "
+                             f"{agent_id!r}; it must match the rollout's (T, N) = {shape}")
+        return values
+
+    def _flatten(self, rollout: Rollout, agent_id: str, advantages: np.ndarray,
+                 returns: np.ndarray) -> AgentBatch | None:
+        indices = np.flatnonzero(rollout.alive[agent_id].reshape(-1))
+        if indices.size == 0:
+            return None
+
+        def take(array: np.ndarray) -> np.ndarray:
+            return array.reshape(-1, *array.shape[2:])[indices]
+
+        def tensor(array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
+            return torch.as_tensor(np.ascontiguousarray(array), device=self.device, dtype=dtype)
+
+        old_values = take(rollout.values[agent_id]).astype(np.float32)
+        target = take(returns).astype(np.float32)
+        advantage = take(advantages).astype(np.float32)
+        variance = float(np.var(target))
+        explained = 1.0 - float(np.var(target - old_values)) / variance if variance > 0 else None
+        if self.config.normalize_advantages:
+            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        actions = take(rollout.actions[agent_id]).astype(np.int64) - self.agent.action_offsets[agent_id]
+        with_extension = self.extension is not None
+        return AgentBatch(
+            indices=indices,
+            obs=tensor(take(rollout.obs[agent_id])),
+            actions=tensor(actions),
+            old_log_probs=tensor(take(rollout.extras[agent_id]["log_prob"]), torch.float32),
+            old_values=tensor(old_values),
+            advantages=tensor(advantage),
+            returns=tensor(target),
+            next_obs=tensor(take(rollout.next_obs[agent_id])) if with_extension else None,
+            dones=tensor(take(rollout.dones[agent_id])) if with_extension else None,
+            explained_variance=explained,
+        )
+
+    def _update_agent(self, agent_id: str, batch: AgentBatch,
+                      extension_stats: dict[str, list[float]]) -> dict[str, float]:
+        """Hook 3: ``epochs`` passes of shuffled minibatches; PPO's loss plus the extension's."""
+        config = self.config
+        network = self.agent.networks[agent_id]
+        clip = config.clip_coef
+        count = len(batch.indices)
+        splits = min(config.minibatches, count)
+        stats: list[torch.Tensor] = []
+        for _ in range(config.epochs):
+            stop = False
+            for chunk in np.array_split(self.rng.permutation(count), splits):
+                rows = torch.as_tensor(chunk, device=self.device)
+                logits, values = network(batch.obs[rows])
+                log_probs = torch.log_softmax(logits, dim=-1)
+                new_log_prob = log_probs.gather(1, batch.actions[rows].unsqueeze(1)).squeeze(1)
+                entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
+                log_ratio = new_log_prob - batch.old_log_probs[rows]
+                ratio = log_ratio.exp()
+                advantage = batch.advantages[rows]
+                policy_loss = torch.max(-advantage * ratio, -advantage * ratio.clamp(1 - clip, 1 + clip)).mean()
+                value_loss = self._value_loss(values, batch.old_values[rows], batch.returns[rows])
+                loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+                if self.extension is not None:
+                    extra_loss, extra_stats = self.extension.loss(self._minibatch(agent_id, batch, chunk, rows))
+                    if extra_loss is not None:
+                        loss = loss + extra_loss
+                    for name, value in extra_stats.items():
+                        extension_stats[name].append(float(value))
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.max_grad_norm > 0:
+                    params = [p for p in (*self.agent_parameters[agent_id], *self.extension_parameters)
+                              if p.grad is not None]
+                    nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+                self.optimizer.step()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clip_fraction = ((ratio - 1).abs() > clip).float().mean()
+                    stats.append(torch.stack([policy_loss.detach(), value_loss.detach(), entropy.detach(),
+                                              approx_kl, clip_fraction]))
+                if config.target_kl > 0 and approx_kl.item() > config.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        means = torch.stack(stats).mean(dim=0).tolist()
+        return dict(zip(STAT_NAMES, means, strict=True))
+
+    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+        if self.config.value_clip <= 0:
+            return 0.5 * (values - returns).pow(2).mean()
+        clipped = old_values + (values - old_values).clamp(-self.config.value_clip, self.config.value_clip)
+        return 0.5 * torch.max((values - returns).pow(2), (clipped - returns).pow(2)).mean()
+
+    def _minibatch(self, agent_id: str, batch: AgentBatch, chunk: np.ndarray, rows: torch.Tensor) -> Minibatch:
+        return Minibatch(agent_id=agent_id, obs=batch.obs[rows], next_obs=batch.next_obs[rows],
+                         actions=batch.actions[rows],
+                         indices=torch.as_tensor(batch.indices[chunk], device=self.device),
+                         dones=batch.dones[rows])
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self, include_replay: bool = True) -> StateTree:
+        return {"optimizer": optimizer_state(self.optimizer), "env_steps": self.env_steps,
+                "updates": self.updates, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
+                "extension": self.extension.state_dict() if self.extension is not None else {}}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        load_optimizer_state(self.optimizer, state["optimizer"])
+        self.env_steps = int(state["env_steps"])
+        self.updates = int(state["updates"])
+        self.rng.bit_generator.state = state["rng"]
+        set_torch_rng_state(state["torch_rng"])
+        if self.extension is not None:
+            self.extension.load_state_dict(state["extension"])

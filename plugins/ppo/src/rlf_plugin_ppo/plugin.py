@@ -1,0 +1,15 @@
+"""Entry point: registers the ``ppo`` algorithm. Imports stay light (no torch) until it is built."""
+
+from rlf import StrategyFamily, hookimpl
+
+RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
+
+
+@hookimpl
+def rlf_register_algorithms(register):
+    from .config import PPOConfig
+    from .factory import build_agent, build_learner
+
+    register("ppo", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
+             config=PPOConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",),
+             run_defaults={"num_envs": 8})
