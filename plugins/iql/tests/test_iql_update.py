@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 from gymnasium import spaces
-from rlf_plugin_iql import IQLAgent, IQLLearner, StateKeys
+from rlf_plugin_iql import IQLAgent, IQLConfig, IQLLearner, StateKeys, build_agent, build_learner
 
-from rlf import ExplorationConfig, Transitions
+from rlf import BuildContext, EnvSpec, ExplorationConfig, RunConfig, Transitions
 
 IDS = ("a", "b")
 
@@ -115,9 +115,6 @@ def test_load_refuses_a_checkpoint_without_a_table_for_an_agent():
 
 
 def test_builder_reads_the_env_spec():
-    from rlf import BuildContext, EnvSpec, RunConfig
-    from rlf_plugin_iql import IQLConfig, build_agent, build_learner
-
     spec = EnvSpec("toy", IDS, {a: spaces.Box(0, 3, (1,)) for a in IDS}, {a: spaces.Discrete(4) for a in IDS},
                    True, 1, {})
     context = BuildContext(spec, IQLConfig(), RunConfig(algorithm="iql", env="toy"), 7, "cpu")
