@@ -221,11 +221,11 @@ class LineEnv(ParallelEnv):
         self.agents = []
         self.rlf_metadata = {"teams": {"walker": "a", "quitter": "b"}}
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - spaces are per-instance constants
+    @functools.cache  # noqa: B019 - spaces are per-instance constants
     def observation_space(self, agent):
         return spaces.Box(0, self.config.length, shape=(1,), dtype=np.float32)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
+    @functools.cache  # noqa: B019
     def action_space(self, agent):
         return spaces.Discrete(2)  # 0 left, 1 right
 

@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlf: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `rlf list | head`
+        sys.stderr.close()
+        return 0
 
 
 def _train(args) -> int:

@@ -8,7 +8,9 @@ hookimpl = pluggy.HookimplMarker("rlf")
 
 @hookspec
 def rlf_register_algorithms(register):
-    """Call ``register(name, *, build_agent, build_learner, family, config, ...)`` once per algorithm."""
+    """Call ``register(name, *, build_agent, build_learner, family, config, ...)`` once per algorithm.
+
+    Builders may be given as ``"package.module:function"`` strings, imported on first use."""
 
 
 @hookspec

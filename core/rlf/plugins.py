@@ -37,6 +37,43 @@ class StrategyFamily(StrEnum):
     OFF_POLICY = "off_policy"
 
 
+class LazyCallable:
+    """A builder named ``"package.module:function"``, imported on first call.
+
+    Registering builders by name keeps discovery fast: `rlf list` never imports torch or an emulator.
+    Picklable, so env factories built from it can cross into subprocess workers.
+    """
+
+    def __init__(self, reference: str):
+        module, colon, attribute = reference.partition(":")
+        if not colon or not module or not attribute:
+            raise PluginError(f"builder reference {reference!r} must look like 'package.module:function'")
+        self.reference = reference
+        self._target = None
+
+    @property
+    def target(self) -> Callable:
+        if self._target is None:
+            from importlib import import_module
+
+            module, _, attribute = self.reference.partition(":")
+            self._target = getattr(import_module(module), attribute)
+        return self._target
+
+    def __call__(self, *args, **kwargs):
+        return self.target(*args, **kwargs)
+
+    def __getstate__(self):
+        return {"reference": self.reference, "_target": None}
+
+    def __repr__(self) -> str:
+        return f"LazyCallable({self.reference!r})"
+
+
+def _builder(value: Callable | str) -> Callable:
+    return LazyCallable(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
@@ -201,7 +238,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 raise PluginError(f"algorithm {name!r}: config must subclass rlf.AlgorithmConfig")
             _claim(registry.algorithms, name, plugin, "algorithm")
             registry.algorithms[name] = AlgorithmSpec(
-                name, build_agent, build_learner, StrategyFamily(family), config, plugin, default_env,
+                name, _builder(build_agent), _builder(build_learner), StrategyFamily(family), config, plugin, default_env,
                 tuple(action_spaces), multi_agent, dict(run_defaults or {}))
             registry.plugins[plugin].algorithms.append(name)
         return register
@@ -212,7 +249,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 raise PluginError(f"environment {name!r}: config must subclass rlf.EnvConfig")
             _claim(registry.environments, name, plugin, "environment")
             registry.environments[name] = EnvironmentSpec(
-                name, build_env, config, plugin, prefer_subprocess, prefix=name.endswith(":"))
+                name, _builder(build_env), config, plugin, prefer_subprocess, prefix=name.endswith(":"))
             registry.plugins[plugin].environments.append(name)
         return register
 

@@ -1,5 +1,8 @@
 """Where metrics go: CSV files, TensorBoard event files, and the console progress bar.
 
+Every episode gets a CSV row; TensorBoard gets the episode means at each log interval (writing an
+event per CartPole episode would cost more than the episodes).
+
 The TensorBoard writer speaks the event-file format directly (TFRecord framing around a few
 protobuf fields), so logging needs neither torch nor tensorflow nor protobuf.
 """
@@ -12,6 +15,7 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # -- CSV ----------------------------------------------------------------------------------------
@@ -167,19 +171,24 @@ class Progress:
 
     def __init__(self, total: int, initial: int, enabled: bool, description: str):
         self.bar = None
+        self._shown_at = 0.0
         if enabled:
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, initial=initial, unit="step", unit_scale=True, desc=description,
                             dynamic_ncols=True, smoothing=0.1, mininterval=0.5)
 
-    def update(self, steps: int, latest: dict[str, float]) -> None:
+    def update(self, steps: int, latest: Callable[[], dict[str, float]]) -> None:
+        """``latest`` is only called when the bar is about to redraw: metrics cost nothing in between."""
         if self.bar is None:
             return
-        shown = {k: f"{v:.3g}" for k, v in latest.items()
-                 if any(k == h or k.endswith("/" + h) or k.startswith(h) for h in self.HEADLINE)}
-        if shown:
-            self.bar.set_postfix(shown, refresh=False)
+        now = time.monotonic()
+        if now - self._shown_at >= self.bar.mininterval:
+            self._shown_at = now
+            shown = {k: f"{v:.3g}" for k, v in latest().items()
+                     if any(k == h or k.endswith("/" + h) or k.startswith(h) for h in self.HEADLINE)}
+            if shown:
+                self.bar.set_postfix(shown, refresh=False)
         self.bar.update(steps)
 
     def close(self) -> None:

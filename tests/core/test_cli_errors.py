@@ -22,9 +22,9 @@ def assert_one_line_error(result, *fragments):
 
 
 def test_unknown_algorithm_and_environment(site):
-    assert_one_line_error(run_rlf("train", "icm", site=site), "unknown algorithm 'icm'", "rlf-plugin-icm")
-    assert_one_line_error(run_rlf("train", "tabular-q", "--env", "mario", site=site),
-                          "unknown environment 'mario'", "pip install rlf-plugin-mario")
+    assert_one_line_error(run_rlf("train", "sac", site=site), "unknown algorithm 'sac'", "rlf-plugin-sac")
+    assert_one_line_error(run_rlf("train", "tabular-q", "--env", "atari", site=site),
+                          "unknown environment 'atari'", "pip install rlf-plugin-atari")
     assert_one_line_error(run_rlf("train", "tabular-q", "--env", "gym:CartPol-v1", site=site),
                           "gymnasium has no environment", "CartPole-v1")
 

@@ -1,6 +1,6 @@
 import pytest
 
-from rlf import ConfigError, RunConfig
+from rlf import ConfigError, RunConfig, StrategyFamily, hookimpl
 from rlf.api import resolve
 from rlf.config import load_toml, parse_overrides, parse_value
 
@@ -37,15 +37,27 @@ def test_layering_defaults_file_then_overrides(tmp_path, registry):
     assert resolved.algo.exploration.start == 1.0  # untouched default
 
 
-def test_algorithm_run_defaults_sit_below_user_settings(registry):
-    import rlf
+def test_algorithm_run_defaults_sit_below_user_settings(tmp_path):
+    from support import TestPlugin
 
-    reg = rlf.registry()
-    if "random" in reg.algorithms:  # the random plugin prefers 8 envs
-        assert resolve("random", "gym:CartPole-v1", registry=reg).run.num_envs == 8
-        assert resolve("random", "gym:CartPole-v1", overrides=["num_envs=2"], registry=reg).run.num_envs == 2
-    spec = registry.algorithm("linear-pg")
-    assert spec.run_defaults == {}
+    from rlf import OffPolicyConfig
+    from rlf.plugins import load_registry
+
+    class Prefers8:
+        RLF_API_VERSION = 1
+
+        @hookimpl
+        def rlf_register_algorithms(self, register):
+            register("eight", build_agent="support:build_tabular_agent", build_learner="support:build_tabular_learner",
+                     family=StrategyFamily.OFF_POLICY, config=OffPolicyConfig, run_defaults={"num_envs": 8})
+
+    registry = load_registry(extra_plugins=[("t", TestPlugin()), ("eight", Prefers8())])
+    assert resolve("eight", "line", registry=registry).run.num_envs == 8
+    assert resolve("eight", "line", overrides=["num_envs=2"], registry=registry).run.num_envs == 2
+    config = tmp_path / "c.toml"
+    config.write_text("num_envs = 3\n")
+    assert resolve("eight", "line", config_file=config, registry=registry).run.num_envs == 3
+    assert resolve("linear-pg", "line", registry=registry).run.num_envs == 1
 
 
 def test_unknown_key_names_the_path_and_suggests(registry):

@@ -74,9 +74,8 @@ class Trainer:
                     counters["episodes"] += 1
                     recent.append(row)
                     episodes_log.write({"env_step": counters["env_steps"], **row})
-                    board.scalars(counters["env_steps"], row, prefix="episode/")
-                latest = {**(pending[-1] if pending else {}), **_episode_means(recent)}
-                progress.update(result.env_steps, latest)
+                progress.update(result.env_steps,
+                                lambda: {**(pending[-1] if pending else {}), **_episode_means(recent)})
                 if counters["env_steps"] >= next_log or counters["env_steps"] >= run.steps:
                     elapsed = time.perf_counter() - window_start
                     summary = {**average_metrics(pending), **_episode_means(recent),

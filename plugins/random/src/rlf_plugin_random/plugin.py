@@ -8,8 +8,8 @@ RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
 @hookimpl
 def rlf_register_algorithms(register):
     from .config import RandomConfig
-    from .factory import build_agent, build_learner
 
-    register("random", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.OFF_POLICY,
+    register("random", build_agent="rlf_plugin_random.factory:build_agent",
+             build_learner="rlf_plugin_random.factory:build_learner", family=StrategyFamily.OFF_POLICY,
              config=RandomConfig, default_env="gym:CartPole-v1", action_spaces=("discrete", "continuous"),
-             run_defaults={"num_envs": 8})
+             run_defaults={"num_envs": 16})

@@ -1,0 +1,152 @@
+"""The on-policy strategy's asynchronous workers (A3C's machinery), driven by the numpy test learner.
+
+The test learner does not share its model between processes, so these tests check the machinery
+itself: workers run and report, the budget is exact, a failing worker becomes a clear error, and
+teardown leaves no process behind.
+"""
+
+import csv
+import multiprocessing as mp
+import os
+import time
+
+import pytest
+from pydantic import Field
+from support import LinearPGConfig, LinearPGLearner, LinearPolicy, TestPlugin
+
+import rlf
+from rlf import StrategyFamily, hookimpl
+
+_FORK = mp.get_context("fork")
+LEARNED_STEPS = _FORK.Value("q", 0)
+"""Env steps learned from, summed over every worker process."""
+FAILED = _FORK.Value("b", 0)
+WORKER_SEEDS = _FORK.Queue()
+
+
+class CountingConfig(LinearPGConfig):
+    """The linear test learner, plus ways to make one worker fail."""
+
+    fail_after: int = Field(0, ge=0, description="Learn calls (all workers) after which one worker fails; 0 = never.")
+    hard_exit: bool = Field(False, description="Fail by exiting the process instead of raising.")
+
+
+class CountingLearner(LinearPGLearner):
+    def __init__(self, context, agent):
+        super().__init__(agent, context.config.lr)
+        self.context = context
+
+    def worker_init(self):
+        WORKER_SEEDS.put((os.getpid(), self.context.seed))
+
+    def learn(self, rollout):
+        with LEARNED_STEPS.get_lock():
+            LEARNED_STEPS.value += rollout.num_steps
+        config = self.context.config
+        if config.fail_after:
+            with FAILED.get_lock():
+                fail = not FAILED.value and LEARNED_STEPS.value >= config.fail_after
+                FAILED.value = FAILED.value or fail
+            if fail:
+                if config.hard_exit:
+                    os._exit(3)
+                raise ValueError("boom")
+        return super().learn(rollout)
+
+
+class AsyncTestPlugin:
+    RLF_API_VERSION = 1
+
+    @hookimpl
+    def rlf_register_algorithms(self, register):
+        register("counting-pg", build_agent=lambda c: LinearPolicy(c.env_spec, c.seed),
+                 build_learner=CountingLearner, family=StrategyFamily.ON_POLICY, config=CountingConfig)
+
+
+@pytest.fixture(scope="module")
+def async_registry():
+    from rlf.plugins import load_registry
+
+    return load_registry(extra_plugins=[("test-plugin", TestPlugin()), ("async-test", AsyncTestPlugin())])
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters():
+    LEARNED_STEPS.value = 0
+    FAILED.value = 0
+    while not WORKER_SEEDS.empty():
+        WORKER_SEEDS.get()
+    yield
+    assert mp.active_children() == [], "a worker outlived training"
+
+
+def make(registry, tmp_path, steps, *extra):
+    return rlf.make("counting-pg", env="line", registry=registry,
+                    overrides=[f"steps={steps}", "num_envs=2", "algo.rollout_steps=8", "algo.async_workers=3",
+                               "seed=5", "progress=false", "checkpoint_interval=0", f"run_dir='{tmp_path}'", *extra])
+
+
+def test_workers_collect_and_learn_exactly_the_budget_and_their_episodes_reach_the_stats(async_registry, tmp_path):
+    algo = make(async_registry, tmp_path, 3000)
+    started = time.monotonic()
+    algo.train()
+    assert time.monotonic() - started < 30
+    assert algo.counters["env_steps"] == 3000
+    assert LEARNED_STEPS.value == 3000  # not one rollout more than the Trainer counted
+    with open(tmp_path / "episodes.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == algo.counters["episodes"] > 50
+    assert [float(r["episode"]) for r in rows] == list(range(1, len(rows) + 1))
+    assert {"return/walker", "return/quitter", "reached"} <= set(rows[0])
+    seeds = dict(WORKER_SEEDS.get(timeout=5) for _ in range(3))
+    assert len(seeds) == 3 and len(set(seeds.values())) == 3  # three processes, three seeds
+    assert os.getpid() not in seeds and 5 not in seeds.values()
+    with open(tmp_path / "metrics.csv") as handle:
+        assert "value_loss" in next(csv.DictReader(handle))
+
+
+def test_a_budget_that_is_not_a_whole_number_of_rollouts_is_cut_like_the_synchronous_path(async_registry, tmp_path):
+    algo = make(async_registry, tmp_path, 1001)
+    algo.train()
+    # 1001 steps on 2 envs: the last claim rounds up to whole steps of both envs.
+    assert algo.counters["env_steps"] == LEARNED_STEPS.value == 1002
+
+
+def test_reports_still_queued_when_every_worker_has_finished_are_all_relayed(async_registry, tmp_path,
+                                                                              monkeypatch):
+    from rlf.training.on_policy import OnPolicyStrategy
+
+    relay = OnPolicyStrategy._step_async
+
+    def slow_relay(self, limit):
+        time.sleep(0.15)  # a slow main process: the workers finish long before their reports are read
+        return relay(self, limit)
+
+    monkeypatch.setattr(OnPolicyStrategy, "_step_async", slow_relay)
+    algo = make(async_registry, tmp_path, 16 * 30)
+    algo.train()
+    assert algo.counters["env_steps"] == LEARNED_STEPS.value == 480
+
+
+def test_a_worker_that_raises_stops_training_with_its_error(async_registry, tmp_path):
+    algo = make(async_registry, tmp_path, 10**6, "algo.fail_after=200")
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^async worker \d failed: ValueError: boom") as caught:
+        algo.train()
+    assert "worker traceback" in str(caught.value) and "in learn" in str(caught.value)
+    assert time.monotonic() - started < 30  # the other workers, busy with a huge budget, were stopped
+
+
+def test_a_worker_that_dies_without_a_word_is_reported(async_registry, tmp_path):
+    algo = make(async_registry, tmp_path, 10**6, "algo.fail_after=200", "algo.hard_exit=true")
+    with pytest.raises(RuntimeError, match=r"died without a report: rlf-worker-\d \(exit code 3\)"):
+        algo.train()
+
+
+def test_synchronous_training_starts_no_worker(async_registry, tmp_path):
+    algo = rlf.make("counting-pg", env="line", registry=async_registry,
+                    overrides=["steps=500", "num_envs=2", "algo.rollout_steps=8", "progress=false",
+                               f"run_dir='{tmp_path}'"])
+    algo.train()
+    assert algo.counters["env_steps"] == LEARNED_STEPS.value == 500  # 31 rollouts of 16, then one of 4
+    assert WORKER_SEEDS.empty()
