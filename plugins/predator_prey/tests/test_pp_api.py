@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from pettingzoo.test import parallel_api_test
+from pettingzoo.test import parallel_api_test, parallel_seed_test
 from rlf_plugin_predator_prey import ObservationEncoder
 
 CONFIGS = [
@@ -23,6 +23,15 @@ def test_parallel_api(make, fields):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the API test only warns on agents missing from the step dicts
         parallel_api_test(env, num_cycles=400)
+
+
+@pytest.mark.parametrize("fields", CONFIGS[1:4])
+def test_parallel_seed_test(fields):
+    from functools import partial
+
+    from rlf_plugin_predator_prey import parallel_env
+
+    parallel_seed_test(partial(parallel_env, **fields))
 
 
 @pytest.mark.parametrize("fields", CONFIGS)

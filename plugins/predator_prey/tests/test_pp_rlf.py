@@ -1,6 +1,7 @@
 """The plugin as rlf sees it: discovery, the env spec, and a training run end to end."""
 
 import csv
+import pickle
 import subprocess
 import sys
 
@@ -14,13 +15,19 @@ def test_registered_through_the_entry_point(only_our_plugins):
     registry = rlf.registry()
     spec = registry.environment("predator-prey")
     assert spec.plugin == "predator-prey" and not registry.errors.get("predator-prey")
-    from rlf_plugin_predator_prey import PredatorPreyConfig, make_env
+    from rlf_plugin_predator_prey import PredatorPreyConfig, PredatorPreyEnv
 
-    assert spec.config is PredatorPreyConfig and spec.build_env is make_env
+    assert spec.config is PredatorPreyConfig
+    env = spec.build_env(PredatorPreyConfig(scenario="chase-1v1"), render_mode="ansi")
+    assert isinstance(env, PredatorPreyEnv) and env.render_mode == "ansi" and env.size == 5
+    assert pickle.loads(pickle.dumps(EnvFactory(spec.build_env, PredatorPreyConfig())))().possible_agents == [
+        "predator_0"]
 
 
 def test_plugin_module_is_light():
     code = ("import sys, rlf_plugin_predator_prey.plugin as p; assert p.RLF_API_VERSION == 1; "
+            "registered = []; p.rlf_register_environments(lambda *a, **k: registered.append(a)); "
+            "assert registered == [('predator-prey',)]; "
             "heavy = [m for m in ('gymnasium', 'pettingzoo') if m in sys.modules]; assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
 
