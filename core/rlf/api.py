@@ -169,13 +169,17 @@ class Algorithm:
 
     def save(self, path: Path | str) -> Path:
         """Write a self-describing checkpoint of the current state to ``path``."""
-        if self.strategy is None or self.strategy.agent is None:
-            raise CheckpointError("nothing to save yet: call train() first (or load a checkpoint)")
         from .training.trainer import rng_state
 
         path = Path(path)
-        ckpt.save(path, self._checkpoint_state({"counters": dict(self.counters), "rng": rng_state(),
-                                                "strategy": self.strategy.state_dict()}))
+        if self.strategy is not None and self.strategy.agent is not None:
+            trainer_state = {"counters": dict(self.counters), "rng": rng_state(),
+                             "strategy": self.strategy.state_dict()}
+        elif self._pending is not None:  # loaded, not trained since: save what was loaded
+            trainer_state = {key: self._pending[key] for key in ("counters", "rng", "strategy")}
+        else:
+            raise CheckpointError("nothing to save yet: call train() first (or rlf.load a checkpoint)")
+        ckpt.save(path, self._checkpoint_state(trainer_state))
         return path
 
     # -- evaluation -----------------------------------------------------------------------------

@@ -119,6 +119,8 @@ def test_save_and_load_a_checkpoint_file(registry, tmp_path):
     path = algo.save(tmp_path / "frozen.rlf")
     loaded = rlf.load(path, registry=registry)
     assert loaded.evaluate(episodes=3) == algo.evaluate(episodes=3)
+    copy = loaded.save(tmp_path / "copy.rlf")  # a loaded algorithm saves without training first
+    assert rlf.load(copy, registry=registry).counters == algo.counters
 
 
 def test_incompatible_environment_is_refused_before_training(registry, tmp_path):
