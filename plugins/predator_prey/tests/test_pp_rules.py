@@ -206,3 +206,13 @@ def test_disconnected_layouts_only_without_connected_layout(make):
         return count
 
     assert cut_off() == 0 and cut_off(connected_layout=False) > 5
+
+
+def test_dense_grids_fall_back_to_a_grown_connected_layout(make):
+    env = make(scenario="grid-3v3", size=16, obstacle_share=0.5)
+    env.reset(seed=2)
+    for _ in range(10):
+        env.reset()
+        spots = list(env.positions().values())
+        assert len(env.obstacle_cells) == 128 and not set(spots) & set(env.obstacle_cells)
+        assert set(spots) <= reachable(16, env.obstacle_cells, spots[0])

@@ -61,7 +61,7 @@ class PredatorPreyConfig(EnvConfig):
     obstacle_share: float = Field(0.0, ge=0.0, le=0.5,
                                   description="Share of all cells holding an obstacle, redrawn every episode.")
     connected_layout: bool = Field(
-        True, description="Redraw obstacles until every agent can reach every other (up to 200 tries).")
+        True, description="Lay obstacles so that every agent can reach every other (see README).")
     min_start_distance: int = Field(
         0, ge=0, le=126, description="Least Manhattan distance between any predator and any prey at reset.")
     capture_threshold: int = Field(1, ge=1, le=16,
