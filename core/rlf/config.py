@@ -189,14 +189,16 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], sectio
     known = _keys(model, "")
     for error in exc.errors():
         path = ".".join(str(part) for part in error["loc"])
-        full = f"{section}.{path}" if section != "run" else path
+        full = (f"{section}.{path}" if path else section) if section != "run" else (path or "run")
         if error["type"] == "extra_forbidden":
             close = difflib.get_close_matches(path, known, n=1)
             hint = f"; did you mean {section}.{close[0]}?" if close and section != "run" else (
                 f"; did you mean {close[0]}?" if close else "")
             problems.append(f"unknown key {full!r}{hint} (see `rlf config`)")
         else:
+            message = error["msg"].removeprefix("Value error, ")
             got = error.get("input")
-            problems.append(f"{full}: {error['msg']} (got {got!r})" if got is not None else f"{full}: {error['msg']}")
+            shown = got is not None and not isinstance(got, dict)  # a whole section is no help to show
+            problems.append(f"{full}: {message} (got {got!r})" if shown else f"{full}: {message}")
     fix = " Fix it with --set KEY=VALUE or in the config file." if problems else ""
     return "invalid config: " + "; ".join(problems) + "." + fix

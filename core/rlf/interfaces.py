@@ -42,7 +42,7 @@ class EnvSpec:
     multi_agent: bool
     num_envs: int
     metadata: dict[str, Any] = field(default_factory=dict)
-    """Environment extras, e.g. ``teams`` (agent id -> team) or ``encoders`` for tabular learners."""
+    """Environment extras, e.g. ``teams`` (agent id -> team) or an ``encoder`` for tabular learners."""
 
 
 @dataclass
