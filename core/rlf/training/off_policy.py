@@ -1,20 +1,58 @@
 """Off-policy: act, hand every step's transitions to the learner (which keeps the replay and learns
-from samples), advance exploration per step and per finished episode."""
+from samples), advance exploration per step and per finished episode.
+
+With ``actors > 0`` acting overlaps learning. Each actor process steps its own ``num_envs`` envs
+(built from the picklable env factory, seeded apart) with its own copy of the agent, and sends chunks
+of steps to this process. Here every step is handed to ``learner.learn`` as before, the agent's
+exploration advances by the actors' steps, and ``learner.weights()`` is pushed to every actor each
+``actor_sync_interval`` env steps. The learner sees one vector of ``actors * num_envs`` envs (that is
+the ``num_envs`` of the env spec it is built with): actor ``i`` owns rows ``i*num_envs`` to
+``(i+1)*num_envs - 1``, and in each ``Transitions`` only the rows of the actor that sent it are
+alive. Actor mode is not reproducible step for step; ``actors = 0`` is.
+
+Weights pushed to actors are loaded with ``agent.load_state_dict``; an agent whose state carries an
+action RNG should leave it out of ``learner.weights()`` so each actor keeps its own stream.
+"""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import queue
+import signal
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..envs import describe_env, make_vector_env
 from ..interfaces import Transitions
 from ..plugins import StrategyFamily
-from .strategy import BaseStrategy, StepResult, average_metrics
+from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics
 
 CHUNK_ENV_STEPS = 64
-"""Env steps per ``step()`` call, so the Trainer's bookkeeping is paid once per chunk, not per step."""
+"""Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""
+
+ACTOR_SEED_STRIDE = 104_729
+"""Seed distance between actors: more than any vector of envs (seeds seed..seed+num_envs-1) spans."""
+
+QUEUE_POLL_S = 1.0
 
 
 class OffPolicyStrategy(BaseStrategy):
     family = StrategyFamily.OFF_POLICY
 
+    def setup(self) -> None:
+        self.actors: list[Any] = []
+        count = getattr(self.context.config, "actors", 0)
+        if count:
+            self._setup_actors(count)
+        else:
+            super().setup()
+
     def step(self, limit: int) -> StepResult:
+        if self.actors:  # set by setup()
+            return self._step_actors(limit)
         envs, agent, learner, tracker = self.envs, self.agent, self.learner, self.tracker
         n = envs.num_envs
         iterations = max(1, min(-(-CHUNK_ENV_STEPS // n), -(-limit // n)))
@@ -42,3 +80,193 @@ class OffPolicyStrategy(BaseStrategy):
         metrics = average_metrics(learned)
         metrics.update(agent.metrics())
         return StepResult(iterations * n, metrics, episodes)
+
+    # -- overlapped actors -------------------------------------------------------------------------
+    def _setup_actors(self, count: int) -> None:
+        run = self.context.run
+        probe = self.env_factory()
+        try:
+            spec = describe_env(self.env_name, probe, run.num_envs * count)
+        finally:
+            probe.close()
+        self.context.env_spec = spec
+        self.agent = self.algorithm.build_agent(self.context)
+        self.learner = self.algorithm.build_learner(self.context, self.agent)
+        self.tracker = EpisodeTracker(spec.agent_ids, spec.num_envs, spec.multi_agent)
+        if self._pending_state is not None:
+            self._restore(self._pending_state)
+            self._pending_state = None
+        self._steps_since_sync = 0
+        # fork, as the async on-policy workers do: actors get the builders without pickling them
+        ctx = mp.get_context("fork")
+        self._reports = ctx.Queue(maxsize=2 * count)
+        self._stop = ctx.Event()
+        self._weight_queues = []
+        weights = self.learner.weights()
+        base_seed = run.seed + 7919 * self._reset_count
+        for index in range(count):
+            inbox = ctx.Queue()
+            inbox.put(weights)
+            process = ctx.Process(target=_run_actor, name=f"rlf-actor-{index}", daemon=True,
+                                  args=(self, index, base_seed + ACTOR_SEED_STRIDE * (index + 1), inbox))
+            process.start()
+            self._weight_queues.append(inbox)
+            self.actors.append(process)
+
+    def _next_report(self) -> tuple[int, dict[str, Any]]:
+        while True:
+            try:
+                kind, payload = self._reports.get(timeout=QUEUE_POLL_S)
+            except queue.Empty:
+                dead = [p.name for p in self.actors if not p.is_alive()]
+                if dead:
+                    raise RuntimeError(f"off-policy actors died: {', '.join(dead)}") from None
+                continue
+            if kind == "error":
+                raise RuntimeError(f"off-policy actor failed: {payload}")
+            return payload
+
+    def _step_actors(self, limit: int) -> StepResult:
+        index, chunk = self._next_report()
+        agent, learner = self.agent, self.learner
+        n = self.context.run.num_envs
+        total = self.context.env_spec.num_envs
+        rows = slice(index * n, (index + 1) * n)
+        # the budget is exact: steps past it are dropped, not learned from
+        used = min(chunk["steps"], -(-limit // n))
+        learned: list[dict[str, float]] = []
+        for t in range(used):
+            step = {name: {a: values[t] for a, values in per_agent.items()}
+                    for name, per_agent in chunk["arrays"].items()}
+            ended = chunk["episode_ended"][t]
+            wide = {name: {a: _widen(array, rows, total) for a, array in per_agent.items()}
+                    for name, per_agent in step.items()}
+            metrics = learner.learn(Transitions(
+                wide["obs"], wide["actions"], wide["rewards"], wide["next_obs"], wide["terminated"],
+                wide["truncated"], wide["alive"], _widen(ended, rows, total)))
+            if metrics:
+                learned.append(metrics)
+            agent.on_progress(n, int(ended.sum()))
+        episodes = []
+        for t, row in chunk["episodes"]:
+            if t < used:  # every actor counts its own episodes: number them here
+                self.tracker.episodes += 1
+                episodes.append({**row, "episode": float(self.tracker.episodes)})
+        self._steps_since_sync += used * n
+        if self._steps_since_sync >= self.context.config.actor_sync_interval:
+            self._steps_since_sync = 0
+            weights = self.learner.weights()
+            for inbox in self._weight_queues:
+                inbox.put(weights)
+        metrics = average_metrics(learned)
+        metrics.update(agent.metrics())
+        return StepResult(used * n, metrics, episodes)
+
+    def teardown(self) -> None:
+        if getattr(self, "actors", None):
+            self._stop.set()
+            for process in self.actors:
+                # keep draining: an actor blocked on a full queue, or flushing one, cannot exit
+                for _ in range(int(10 / 0.1)):
+                    _drain(self._reports)
+                    process.join(timeout=0.1)
+                    if not process.is_alive():
+                        break
+                if process.is_alive():
+                    process.terminate()
+                    process.join(timeout=5)
+            for inbox in self._weight_queues:
+                inbox.cancel_join_thread()  # unread weights must not hold this process at exit
+                inbox.close()
+            self._reports.close()
+            self.actors = []
+        super().teardown()
+
+
+def _widen(array: np.ndarray, rows: slice, total: int) -> np.ndarray:
+    """One actor's (n, ...) array placed at ``rows`` of a (total, ...) zero array (not alive there)."""
+    if rows.stop - rows.start == total:
+        return array
+    full = np.zeros((total, *array.shape[1:]), dtype=array.dtype)
+    full[rows] = array
+    return full
+
+
+def _drain(reports) -> None:
+    try:
+        while True:
+            reports.get_nowait()
+    except (queue.Empty, OSError, ValueError):
+        pass
+
+
+def _latest(inbox) -> Any:
+    latest = None
+    try:
+        while True:
+            latest = inbox.get_nowait()
+    except queue.Empty:
+        pass
+    return latest
+
+
+def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
+    """An actor process: step own envs with an own agent copy, send chunks, load pushed weights."""
+    reports, stop = strategy._reports, strategy._stop
+    # Ctrl-C reaches the whole process group: the main process checkpoints and stops the actors
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def running() -> bool:
+        return not stop.is_set() and os.getppid() == parent
+
+    try:
+        strategy.learner.worker_init()
+        run = strategy.context.run
+        # in-process envs: a daemonic actor may not start env subprocesses of its own
+        envs = make_vector_env(strategy.env_name, strategy.env_factory, run.num_envs, subprocess=False)
+        context = replace(strategy.context, env_spec=envs.spec, seed=seed, device="cpu")
+        agent = strategy.algorithm.build_agent(context)
+        agent.load_state_dict(inbox.get())
+        tracker = EpisodeTracker(envs.spec.agent_ids, envs.num_envs, envs.spec.multi_agent)
+        n = envs.num_envs
+        chunk_steps = max(1, -(-CHUNK_ENV_STEPS // n))
+        obs = envs.reset(seed=seed)
+        while running():
+            weights = _latest(inbox)
+            if weights is not None:
+                agent.load_state_dict(weights)
+            columns: dict[str, dict[str, list[np.ndarray]]] = {
+                name: {a: [] for a in envs.spec.agent_ids}
+                for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "alive")}
+            ended_steps: list[np.ndarray] = []
+            episodes: list[tuple[int, dict[str, float]]] = []
+            for t in range(chunk_steps):
+                acting = agent.act(obs, explore=True)
+                batch = envs.step(acting.actions)
+                for name, source in (("obs", obs), ("actions", acting.actions), ("rewards", batch.rewards),
+                                     ("next_obs", batch.next_obs), ("terminated", batch.terminated),
+                                     ("truncated", batch.truncated), ("alive", batch.alive)):
+                    for a in envs.spec.agent_ids:
+                        columns[name][a].append(np.asarray(source[a]))
+                ended = batch.episode_ended
+                ended_steps.append(ended.copy())
+                if ended.any():
+                    episodes.extend((t, row) for row in tracker.update(batch, agent.metrics()))
+                    agent.reset_state(ended)
+                else:
+                    tracker.update(batch)
+                agent.on_progress(n, int(ended.sum()))
+                obs = batch.obs
+            chunk = {"steps": chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
+                     "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}
+                                for name, per_agent in columns.items()}}
+            while running():
+                try:
+                    reports.put(("chunk", (index, chunk)), timeout=QUEUE_POLL_S)
+                    break
+                except queue.Full:
+                    continue
+        envs.close()
+    except Exception as exc:  # noqa: BLE001 - reported to the main process, which raises it
+        reports.put(("error", f"actor {index}: {type(exc).__name__}: {exc}"))

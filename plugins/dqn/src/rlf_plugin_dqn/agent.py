@@ -1,0 +1,117 @@
+"""The acting side of DQN: one online Q-network per agent id and epsilon-greedy action choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, EpsilonSchedule, StateTree
+from rlf.torch_utils import to_numpy_tree, to_torch_tree
+
+from .config import DQNConfig
+from .model import ObservationLayout, QNetwork, build_q_network, observation_layout
+
+
+def encoder_state_dim(spec: EnvSpec) -> int | None:
+    """The ``state_dim`` an env's observation encoder promises, if the env has one (predator-prey)."""
+    encoder = spec.metadata.get("encoder")
+    if encoder is None:
+        return None
+    dim = getattr(encoder, "state_dim", None)
+    return int(dim) if dim is not None else None
+
+
+def check_encoded(batch: np.ndarray, state_dim: int, agent: str, what: str) -> None:
+    if batch.ndim != 2 or batch.shape[1] != state_dim:
+        raise ValueError(f"{what} of agent {agent!r} has shape {batch.shape[1:]}, but the env's encoder "
+                         f"promises state_dim={state_dim}; the observations do not match this env")
+
+
+class DQNAgent(Agent):
+    def __init__(self, spec: EnvSpec, config: DQNConfig, seed: int, device: torch.device):
+        self.agent_ids = spec.agent_ids
+        self.device = device
+        self.epsilon = EpsilonSchedule(config.exploration)
+        self.rng = np.random.default_rng(seed)
+        self.layouts: dict[str, ObservationLayout] = {}
+        self.n_actions: dict[str, int] = {}
+        self.networks: dict[str, QNetwork] = {}
+        state_dim = encoder_state_dim(spec)
+        # forked so that building an agent does not move the global torch stream other code relies on
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            for agent in spec.agent_ids:
+                obs_space, action_space = spec.observation_spaces[agent], spec.action_spaces[agent]
+                if not isinstance(action_space, spaces.Discrete):
+                    raise ConfigError(f"DQN needs discrete actions, agent {agent!r} has {action_space}; "
+                                      "choose an env with discrete actions")
+                layout = observation_layout(obs_space, config.network)
+                if state_dim is not None and (layout.image or int(np.prod(layout.shape)) != state_dim):
+                    raise ValueError(f"agent {agent!r} observes shape {layout.shape}, but the env's encoder "
+                                     f"promises state_dim={state_dim}")
+                self.layouts[agent] = layout
+                self.n_actions[agent] = int(action_space.n)
+                self.networks[agent] = build_q_network(layout, int(action_space.n), config).to(device)
+        self._limit_threads(config.torch_threads)
+
+    def _limit_threads(self, threads: int) -> None:
+        if self.device.type != "cpu":
+            return
+        if threads == 0 and not any(layout.image for layout in self.layouts.values()):
+            # An MLP update is a few small matmuls: intra-op threads only add synchronisation, and on
+            # a busy 2-core machine they made each update ~20x slower (measured 82 ms vs 4.4 ms).
+            threads = 1
+        if threads:
+            torch.set_num_threads(threads)
+
+    @torch.no_grad()
+    def q_values(self, agent: str, obs: np.ndarray) -> torch.Tensor:
+        if not obs.flags.writeable:  # torch will not wrap read-only memory
+            obs = obs.copy()
+        return self.networks[agent](torch.as_tensor(obs, device=self.device))
+
+    def act(self, obs: AgentArrays, *, explore: bool = True) -> Acting:
+        actions: AgentArrays = {}
+        for agent, batch in obs.items():
+            if not explore:
+                actions[agent] = self.q_values(agent, batch).argmax(dim=1).cpu().numpy()
+                continue
+            # both draws happen every step so the stream, and with it a seeded run, does not depend
+            # on how many envs happened to explore
+            n = len(batch)
+            explore_mask = self.rng.random(n) < self.epsilon.value
+            random_actions = self.rng.integers(0, self.n_actions[agent], size=n)
+            if explore_mask.all():
+                actions[agent] = random_actions
+                continue
+            greedy = self.q_values(agent, batch).argmax(dim=1).cpu().numpy()
+            actions[agent] = np.where(explore_mask, random_actions, greedy)
+        return Acting(actions)
+
+    def on_progress(self, env_steps: int, episodes_ended: int) -> None:
+        self.epsilon.advance(env_steps, episodes_ended)
+
+    def metrics(self) -> dict[str, float]:
+        return {"epsilon": float(self.epsilon.value)}
+
+    def weights(self) -> StateTree:
+        """Networks and exploration, without the action RNG: what actor copies load."""
+        return {"networks": {a: to_numpy_tree(net.state_dict()) for a, net in self.networks.items()},
+                "epsilon": self.epsilon.state_dict()}
+
+    def state_dict(self) -> StateTree:
+        return {**self.weights(), "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        networks: dict[str, Any] = state["networks"]
+        missing = set(self.networks) - set(networks)
+        if missing:
+            raise ValueError(f"saved DQN state has no network for agent(s) {sorted(missing)}")
+        for agent, net in self.networks.items():
+            net.load_state_dict(to_torch_tree(networks[agent], self.device))
+        self.epsilon.load_state_dict(state["epsilon"])
+        if "rng" in state:  # weights pushed to actors leave it out, so each actor keeps its own stream
+            self.rng.bit_generator.state = state["rng"]
