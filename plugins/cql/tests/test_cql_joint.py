@@ -137,3 +137,14 @@ def test_checkpoint_restores_table_exploration_and_random_stream():
         assert all(np.array_equal(mine[a], theirs[a]) for a in IDS)
     with pytest.raises(ValueError, match="joint table is over agents"):
         make_agent(shape=(5, 5), ids=("a", "b")).load_state_dict(agent.state_dict())
+
+
+def test_weights_for_actor_copies_leave_the_action_random_stream_alone():
+    agent = make_agent()
+    agent.table.values[agent.table.row((1.0, 1.0, 1.0))][3] = 2.0
+    weights = CQLLearner(agent, 0.1, 0.9).weights()
+    assert "rng" not in weights
+    actor = make_agent(seed=3)
+    stream = actor.rng.getstate()
+    actor.load_state_dict(weights)
+    assert actor.rng.getstate() == stream and actor.table.q((1.0, 1.0, 1.0))[3] == 2.0

@@ -108,3 +108,12 @@ def test_bad_config_is_a_one_line_error():
     with pytest.raises(rlf.ConfigError, match=r"algo\.alpha") as error:
         rlf.make("iql", "predator-prey", overrides=["algo.alpha=0"])
     assert "\n" not in str(error.value)
+
+
+def test_overlapped_actors_feed_the_learner(tmp_path):
+    algo = rlf.make("iql", "predator-prey", overrides=[
+        *SPARSE, "algo.actors=1", "algo.actor_sync_interval=500", "steps=3000", "progress=false",
+        f"run_dir='{tmp_path}'"])
+    algo.train()
+    assert algo.counters["env_steps"] == 3000 and algo.counters["episodes"] > 0
+    assert 0 < algo.strategy.agent.table_size <= 19 * 19

@@ -121,3 +121,16 @@ def test_builder_reads_the_env_spec():
     agent = build_agent(context)
     learner = build_learner(context, agent)
     assert agent.n_actions == {"a": 4, "b": 4} and learner.alpha == 0.1 and learner.gamma == 0.99
+
+
+def test_weights_for_actor_copies_leave_the_action_random_stream_alone():
+    agent = make_agent(start=0.5)
+    agent.tables["a"].values[agent.tables["a"].row((2.0,))] = [0.0, 1.0, 0.0]
+    agent.on_progress(1, 1)
+    weights = agent.weights()
+    assert "rng" not in weights and IQLLearner(agent, 0.1, 0.9).weights().keys() == weights.keys()
+    actor = make_agent(start=0.5, seed=7)
+    stream = actor.rng.getstate()
+    actor.load_state_dict(weights)
+    assert actor.rng.getstate() == stream
+    assert actor.tables["a"].q((2.0,)).tolist() == [0.0, 1.0, 0.0] and actor.metrics() == agent.metrics()

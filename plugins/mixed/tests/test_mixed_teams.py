@@ -89,3 +89,15 @@ def test_checkpoint_round_trip_and_a_mismatched_team_learner_is_refused():
     other = MixedAgent(spec_of(TEAMS), MixedConfig(predators="iql"), seed=0)
     with pytest.raises(ValueError, match="team 'predator'"):
         other.load_state_dict(agent.state_dict())
+
+
+def test_weights_carry_every_team_without_random_streams():
+    agent = MixedAgent(spec_of(TEAMS), MixedConfig(), seed=0)
+    MixedLearner(agent, alpha=0.5, gamma=0.9).learn(random_step(np.random.default_rng(2), TEAMS))
+    weights = MixedLearner(agent, alpha=0.5, gamma=0.9).weights()
+    assert all("rng" not in part["agent"] for part in weights["teams"].values())
+    actor = MixedAgent(spec_of(TEAMS), MixedConfig(), seed=5)
+    streams = [team.agent.rng.getstate() for team in actor.teams]
+    actor.load_state_dict(weights)
+    assert [team.agent.rng.getstate() for team in actor.teams] == streams
+    assert actor.table_size == agent.table_size

@@ -42,14 +42,18 @@ class CQLLearner(Learner):
             row = table.row(key)
             bootstrap = 0.0 if terminal else table.max_q(next_keys[i])
             values = table.values
-            td = reward + gamma * bootstrap - values[row, joint_action]
-            values[row, joint_action] += alpha * td
+            current = values.item(row, joint_action)
+            td = reward + gamma * bootstrap - current
+            values[row, joint_action] = current + alpha * td
             td_total += abs(td)
             count += 1
         self.updates += count
         if not count:
             return {}
         return {"td_error": td_total / count, "table_size": float(len(table))}
+
+    def weights(self) -> StateTree:
+        return self.agent.weights()
 
     def state_dict(self, include_replay: bool = True) -> StateTree:
         return {"updates": self.updates}

@@ -90,9 +90,13 @@ class CQLAgent(Agent):
     def metrics(self) -> dict[str, float]:
         return {"epsilon": float(self.epsilon.value), "table_size": float(self.table_size)}
 
-    def state_dict(self) -> StateTree:
+    def weights(self) -> StateTree:
+        """Table and exploration, without the action RNG: what actor copies load (each keeps its stream)."""
         return {"agent_ids": list(self.agent_ids), "table": self.table.state_dict(),
-                "epsilon": self.epsilon.state_dict(), "rng": random_state(self.rng)}
+                "epsilon": self.epsilon.state_dict()}
+
+    def state_dict(self) -> StateTree:
+        return {**self.weights(), "rng": random_state(self.rng)}
 
     def load_state_dict(self, state: StateTree) -> None:
         saved = tuple(state["agent_ids"])
@@ -100,4 +104,5 @@ class CQLAgent(Agent):
             raise ValueError(f"checkpoint's joint table is over agents {list(saved)}, not {list(self.agent_ids)}")
         self.table.load_state_dict(state["table"])
         self.epsilon.load_state_dict(state["epsilon"])
-        set_random_state(self.rng, state["rng"])
+        if "rng" in state:
+            set_random_state(self.rng, state["rng"])

@@ -40,14 +40,18 @@ class IQLLearner(Learner):
                 row = table.row(keys[i])
                 bootstrap = 0.0 if terminated[i] else table.max_q(next_keys[i])
                 values, action = table.values, actions[i]
-                td = rewards[i] + gamma * bootstrap - values[row, action]
-                values[row, action] += alpha * td
+                current = values.item(row, action)  # a Python float: cheaper arithmetic than numpy scalars
+                td = rewards[i] + gamma * bootstrap - current
+                values[row, action] = current + alpha * td
                 td_total += abs(td)
                 count += 1
         self.updates += count
         if not count:
             return {}
         return {"td_error": td_total / count, "table_size": float(agent.table_size)}
+
+    def weights(self) -> StateTree:
+        return self.agent.weights()
 
     def state_dict(self, include_replay: bool = True) -> StateTree:
         return {"updates": self.updates}

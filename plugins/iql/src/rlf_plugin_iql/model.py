@@ -146,18 +146,28 @@ def set_random_state(rng: random.Random, state: StateTree) -> None:
 
 
 class KeyCache:
-    """Keys of the batch seen last per agent: the learner asks again for the batch ``act`` just hashed."""
+    """State keys of the last two batches per agent, found by the batch's bytes.
+
+    Per env step the same observations are asked for three times: ``act`` on this step's
+    observations, the learner on the same ones, then on the next observations, which the next
+    ``act`` sees again (unless an episode ended). Comparing raw bytes costs a fraction of hashing
+    the rows again, so each observation batch is turned into keys once.
+    """
 
     def __init__(self, keys: StateKeys):
         self.keys = keys
-        self._recent: dict[str, tuple[np.ndarray, list[Key]]] = {}
+        self._recent: dict[str, list[tuple[bytes, list[Key]]]] = {}
 
     def __call__(self, agent_id: str, batch: np.ndarray) -> list[Key]:
-        recent = self._recent.get(agent_id)
-        if recent is not None and recent[0] is batch:
-            return recent[1]
+        raw = batch.tobytes()
+        recent = self._recent.setdefault(agent_id, [])
+        for seen, found in recent:
+            if seen == raw:
+                return found
         found = self.keys(batch)
-        self._recent[agent_id] = (batch, found)
+        recent.append((raw, found))
+        if len(recent) > 2:
+            del recent[0]
         return found
 
 
@@ -199,9 +209,12 @@ class IQLAgent(Agent):
     def metrics(self) -> dict[str, float]:
         return {"epsilon": float(self.epsilon.value), "table_size": float(self.table_size)}
 
+    def weights(self) -> StateTree:
+        """Tables and exploration, without the action RNG: what actor copies load (each keeps its stream)."""
+        return {"tables": {a: t.state_dict() for a, t in self.tables.items()}, "epsilon": self.epsilon.state_dict()}
+
     def state_dict(self) -> StateTree:
-        return {"tables": {a: t.state_dict() for a, t in self.tables.items()},
-                "epsilon": self.epsilon.state_dict(), "rng": random_state(self.rng)}
+        return {**self.weights(), "rng": random_state(self.rng)}
 
     def load_state_dict(self, state: StateTree) -> None:
         missing = set(self.agent_ids) - set(state["tables"])
@@ -210,4 +223,5 @@ class IQLAgent(Agent):
         for agent_id, table in self.tables.items():
             table.load_state_dict(state["tables"][agent_id])
         self.epsilon.load_state_dict(state["epsilon"])
-        set_random_state(self.rng, state["rng"])
+        if "rng" in state:
+            set_random_state(self.rng, state["rng"])

@@ -44,6 +44,9 @@ class MixedLearner(Learner):
             metrics["table_size"] = float(self.agent.table_size)
         return metrics
 
+    def weights(self) -> StateTree:
+        return self.agent.weights()
+
     def state_dict(self, include_replay: bool = True) -> StateTree:
         return {name: learner.state_dict(include_replay) for name, learner in self.learners.items()}
 

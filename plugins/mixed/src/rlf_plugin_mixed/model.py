@@ -78,6 +78,10 @@ class MixedAgent(Agent):
             out[f"table_size/{team.name}"] = float(team.agent.table_size)
         return out
 
+    def weights(self) -> StateTree:
+        """Every team's tables and exploration, without the action RNGs (what actor copies load)."""
+        return {"teams": {team.name: {"kind": team.kind, "agent": team.agent.weights()} for team in self.teams}}
+
     def state_dict(self) -> StateTree:
         return {"teams": {team.name: {"kind": team.kind, "agent": team.agent.state_dict()} for team in self.teams}}
 
