@@ -6,16 +6,16 @@ type and raises ``OverflowError: Python integer 1024 out of bounds for uint8``. 
 
 * ``nes_py._rom.ROM.prg_rom_size`` / ``chr_rom_size`` / ``prg_ram_size``: header bytes times a size
   (later times 2**10), so building any environment fails;
-* ``SuperMarioBrosEnv._x_position``: ``ram[0x6d] * 0x100 + ram[0x86]`` fails once Mario is past the
-  first screen page;
+* ``SuperMarioBrosEnv._x_position``: ``ram[0x6d] * 0x100 + ram[0x86]`` fails on every step (0x100
+  itself does not fit a uint8);
 * ``SuperMarioBrosEnv._left_x_position``: ``np.uint8(negative int)`` fails whenever the camera is
   ahead of Mario's low x byte;
-* ``SuperMarioBrosEnv._y_position``: ``255 + (255 - y)`` silently wraps (on numpy 1 as well).
+* ``SuperMarioBrosEnv._y_position``: ``255 + (255 - y)`` above the viewport silently wraps to uint8.
 
 ``apply()`` replaces exactly these properties with versions that read the bytes as Python ints
-first. It is idempotent, changes nothing else, and gives the same values numpy 1 gave where numpy 1
-was right. It runs when an environment is built. ``unpatched()`` returns the library's originals
-(for the tests that reproduce the overflows).
+first. It is idempotent, changes nothing else, and gives the values numpy 1 gave. It runs when an
+environment is built. ``unpatched()`` returns the library's originals (for the tests that
+reproduce the overflows).
 """
 
 from __future__ import annotations
