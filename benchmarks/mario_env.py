@@ -118,7 +118,21 @@ def preprocessing_cost(repeats: int = 300) -> dict[str, float]:
     return out
 
 
-def vector_throughput(workers: int, seconds: float) -> float:
+def _cpu_seconds(pids: list[int]) -> float | None:
+    """User + system CPU time of these processes (Linux /proc), None where unavailable."""
+    total = 0.0
+    try:
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def vector_throughput(workers: int, seconds: float) -> tuple[float, float | None]:
+    """(agent steps/s, agent steps per CPU-second of the workers and this process)."""
     import gymnasium
     from gymnasium.vector import AutoresetMode
     from rlf_plugin_mario.config import MarioConfig
@@ -134,11 +148,16 @@ def vector_throughput(workers: int, seconds: float) -> float:
         rng = np.random.default_rng(0)
         for _ in range(20):  # warm up
             vector.step(rng.integers(0, 7, size=workers))
+        pids = [process.pid for process in vector.processes]
+        cpu_start, main_start = _cpu_seconds(pids), time.process_time()
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             vector.step(rng.integers(0, 7, size=workers))
             steps += workers
-        return steps / (time.perf_counter() - start)
+        wall = time.perf_counter() - start
+        cpu_end, main_cpu = _cpu_seconds(pids), time.process_time() - main_start
+        per_cpu = None if cpu_start is None or cpu_end is None else steps / (cpu_end - cpu_start + main_cpu)
+        return steps / wall, per_cpu
     finally:
         vector.close()
 
@@ -171,10 +190,13 @@ def main() -> None:
     counts = [int(n) for n in args.workers.split(",") if n.strip()]
     if counts:
         print(f"\nAsyncVectorEnv (shared memory, spawn), {args.vector_seconds:g} s each")
-        print(f"{'workers':>8}{'steps/s':>12}{'frames/s':>12}{'per worker':>12}")
+        print(f"{'workers':>8}{'steps/s':>12}{'frames/s':>12}{'per worker':>12}{'steps/CPU-s':>14}")
         for n in counts:
-            sps = vector_throughput(n, args.vector_seconds)
-            print(f"{n:8d}{sps:12.1f}{sps * FRAMES_PER_STEP:12.1f}{sps / n:12.1f}")
+            sps, per_cpu = vector_throughput(n, args.vector_seconds)
+            cpu = "n/a" if per_cpu is None else f"{per_cpu:.1f}"
+            print(f"{n:8d}{sps:12.1f}{sps * FRAMES_PER_STEP:12.1f}{sps / n:12.1f}{cpu:>14}")
+        print("steps/CPU-s: agent steps per CPU-second spent by the workers and the stepping process together "
+              "(independent of other load); with a free core per worker, steps/s approaches workers x this")
 
 
 if __name__ == "__main__":

@@ -44,3 +44,19 @@ def test_registered_builder_is_make_mario():
         assert env.observation_space.shape == (4, 84, 84)
     finally:
         env.close()
+
+
+def test_building_and_stepping_is_silent():
+    """No gym "does not support NumPy 2.0" notice, no overflow or deprecation warnings."""
+    code = (
+        "from rlf_plugin_mario.env import make_mario\n"
+        "env = make_mario({'noop_max': 0})\n"
+        "env.reset(seed=0)\n"
+        "done = False\n"
+        "while not done:\n"
+        "    _, _, done, _, info = env.step(3)\n"
+        "print(info['episode_metrics']['x_pos_max'])\n"
+    )
+    out = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr == ""
+    assert float(out.stdout) > 256
