@@ -203,31 +203,39 @@ class Algorithm:
             tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
             obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
             rows: list[dict[str, float]] = []
+            if record:
+                envs.record_final_frames()
+                frames.append(_render(envs))
             for _ in range(max_steps):
-                if record:
-                    frames.append(_render(envs))
                 batch = envs.step(agent.act(obs, explore=False).actions)
                 rows.extend(tracker.update(batch))
                 if batch.episode_ended.any():
                     agent.reset_state(batch.episode_ended)
+                    if record and batch.final_frames:
+                        frames.append(batch.final_frames[0])
                 if len(rows) >= episodes:
                     break
+                if record:
+                    frames.append(_render(envs))
                 obs = batch.obs
         finally:
             envs.close()
         if record:
             from .video import write_video
 
-            write_video(Path(record), frames, fps=30)
+            write_video(Path(record), frames, fps=_render_fps(envs))
         result = average_metrics(rows)
         result.pop("episode", None)
         result["episodes"] = float(len(rows))
         return result
 
 
+def _render_fps(envs) -> int:
+    return int(envs.render_fps or 30)
+
+
 def _render(envs):
-    env = envs.envs[0] if hasattr(envs, "envs") else envs.env.envs[0]
-    frame = env.render()
+    frame = envs.render()
     if frame is None:
         raise ConfigError(f"environment {envs.spec.name} has no RGB render; --record needs one")
     return frame

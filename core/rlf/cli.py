@@ -41,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
 
-    config = sub.add_parser("config", help="an algorithm's defaults and documented schema")
-    config.add_argument("algorithm")
+    config = sub.add_parser("config", help="an algorithm's and/or environment's defaults and documented schema")
+    config.add_argument("algorithm", nargs="?")
     config.add_argument("--env", help="also show this environment's config")
     return parser
 
@@ -155,12 +155,20 @@ def _plugins(args) -> int:
 
 def _config(args) -> int:
     from .api import resolve
-    from .config import RunConfig, describe
+    from .config import RunConfig, describe, validate
+    from .errors import ConfigError
+    from .plugins import registry
 
-    resolved = resolve(args.algorithm, args.env)
-    sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo)]
-    if args.env or resolved.run.env:
-        sections.append(("env", resolved.environment.config, resolved.env))
+    if args.algorithm:
+        resolved = resolve(args.algorithm, args.env)
+        sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
+                    ("env", resolved.environment.config, resolved.env)]
+    elif args.env:
+        environment = registry().environment(args.env)
+        values = {"id": args.env.split(":", 1)[1]} if environment.prefix else {}
+        sections = [("env", environment.config, validate(environment.config, values, "env"))]
+    else:
+        raise ConfigError("name an algorithm, an environment (--env), or both; see `rlf list`")
     for section, model, value in sections:
         print(f"[{section}]  # {model.__doc__.strip().splitlines()[0] if model.__doc__ else model.__name__}")
         values = value.model_dump(mode="json")

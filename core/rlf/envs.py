@@ -57,6 +57,8 @@ class StepBatch:
     episode_ended: np.ndarray
     episode_metrics: dict[int, dict[str, float]]
     """Env index -> metrics reported by episodes that ended at this step."""
+    final_frames: dict[int, Any] | None = None
+    """Env index -> the rendered last frame of an episode that ended (only when recording)."""
 
 
 class VectorEnv:
@@ -70,6 +72,10 @@ class VectorEnv:
         raise NotImplementedError
 
     def close(self) -> None:
+        raise NotImplementedError
+
+    def render(self) -> Any:
+        """The first env's RGB frame (for recording)."""
         raise NotImplementedError
 
 
@@ -114,6 +120,7 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
         self._rewards = np.zeros(self.num_envs, dtype=np.float64)
         self._terminated = np.zeros(self.num_envs, dtype=bool)
         self._truncated = np.zeros(self.num_envs, dtype=bool)
+        self.record_final_frames = False
 
     def reset(self, *, seed=None, options=None):
         seeds = [None] * self.num_envs if seed is None else [seed + i for i in range(self.num_envs)]
@@ -134,6 +141,8 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
                 infos["final_obs"][i] = observation
                 infos["_final_obs"][i] = True
                 infos["final_info"][i] = info
+                if self.record_final_frames:  # the frame of the last step, before the reset replaces it
+                    infos.setdefault("final_frame", [None] * self.num_envs)[i] = env.render()
                 observation, _ = env.reset()
             obs[i] = observation
         return obs.copy(), rewards.copy(), terminated.copy(), truncated.copy(), infos
@@ -192,6 +201,18 @@ class GymVector(VectorEnv):
             self.spec = describe_env(name, probe, num_envs)
         self._all_alive = {SINGLE_AGENT: np.ones(num_envs, dtype=bool)}
 
+    def render(self):
+        return self.env.envs[0].render() if isinstance(self.env, InProcessVectorEnv) else self.env.render()
+
+    @property
+    def render_fps(self) -> int | None:
+        return self.env.metadata.get("render_fps")
+
+    def record_final_frames(self) -> None:
+        if not isinstance(self.env, InProcessVectorEnv):
+            raise ValueError("recording needs in-process envs")
+        self.env.record_final_frames = True
+
     def reset(self, seed: int | None = None) -> AgentArrays:
         obs, _ = self.env.reset(seed=seed)
         return {SINGLE_AGENT: obs}
@@ -208,9 +229,11 @@ class GymVector(VectorEnv):
                 found = _metrics_of(_final_info(infos, i))
                 if found:
                     metrics[int(i)] = found
+        frames = infos.get("final_frame")
         return StepBatch({SINGLE_AGENT: obs}, {SINGLE_AGENT: next_obs},
                          {SINGLE_AGENT: rewards.astype(np.float32)},
-                         {SINGLE_AGENT: terminated}, {SINGLE_AGENT: truncated}, self._all_alive, ended, metrics)
+                         {SINGLE_AGENT: terminated}, {SINGLE_AGENT: truncated}, self._all_alive, ended, metrics,
+                         {i: f for i, f in enumerate(frames) if f is not None} if frames else None)
 
     def close(self) -> None:
         self.env.close()
@@ -229,6 +252,17 @@ class ParallelVector(VectorEnv):
         self.spec = describe_env(name, self.envs[0], num_envs)
         self._zeros = {a: np.zeros(space.shape, dtype=space.dtype)
                        for a, space in self.spec.observation_spaces.items()}
+        self._record = False
+
+    def render(self):
+        return self.envs[0].render()
+
+    @property
+    def render_fps(self) -> int | None:
+        return (getattr(self.envs[0], "metadata", None) or {}).get("render_fps")
+
+    def record_final_frames(self) -> None:
+        self._record = True
 
     def _gather(self, per_env_obs: list[dict[str, np.ndarray]]) -> AgentArrays:
         return {a: np.stack([o.get(a, self._zeros[a]) for o in per_env_obs]) for a in self.spec.agent_ids}
@@ -247,7 +281,7 @@ class ParallelVector(VectorEnv):
         truncated = {a: np.zeros(n, dtype=bool) for a in ids}
         alive = {a: np.zeros(n, dtype=bool) for a in ids}
         ended = np.zeros(n, dtype=bool)
-        next_list, obs_list, metrics = [], [], {}
+        next_list, obs_list, metrics, frames = [], [], {}, {}
         for i, env in enumerate(self.envs):
             present = list(env.agents)
             obs, rew, term, trunc, infos = env.step({a: int(actions[a][i]) for a in present})
@@ -264,10 +298,12 @@ class ParallelVector(VectorEnv):
                     found.update(_metrics_of(info))
                 if found:
                     metrics[i] = found
+                if self._record:
+                    frames[i] = env.render()
                 obs, _ = env.reset()
             obs_list.append(obs)
         return StepBatch(self._gather(obs_list), self._gather(next_list), rewards, terminated, truncated,
-                         alive, ended, metrics)
+                         alive, ended, metrics, frames or None)
 
     def close(self) -> None:
         for env in self.envs:

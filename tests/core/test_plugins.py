@@ -130,3 +130,5 @@ def test_plugin_listing_and_config_commands(site):
     config = run_rlf("config", "tabular-q", "--env", "line", site=site, check=True).stdout
     assert "[algo]" in config and "alpha = 0.5" in config and "Learning rate." in config
     assert "exploration.decay = 0.995" in config and "[env]" in config and "length = 5" in config
+    env_only = run_rlf("config", "--env", "gym:Acrobot-v1", site=site, check=True).stdout
+    assert env_only.startswith("[env]") and 'id = "Acrobot-v1"' in env_only and "[algo]" not in env_only

@@ -133,11 +133,14 @@ def test_incompatible_environment_is_refused_before_training(registry, tmp_path)
 def test_recording_writes_a_gif(registry, tmp_path):
     algo = make(registry, "tabular-q", "line", tmp_path, "steps=300")
     algo.train()
-    algo.evaluate(episodes=1, record=tmp_path / "line.gif")
+    result = algo.evaluate(episodes=1, record=tmp_path / "line.gif")
     from PIL import Image
 
     with Image.open(tmp_path / "line.gif") as gif:
-        assert gif.n_frames >= 4
+        assert gif.n_frames == result["length"] + 1  # the start frame, then one per step
+        gif.seek(gif.n_frames - 1)
+        last = np.asarray(gif.convert("RGB"))
+    assert last[:, -8:].min() == 255 and last[:, :8].max() == 0  # the final frame: walker at the far end
     with pytest.raises(rlf.ConfigError, match="mp4 or .gif"):
         algo.evaluate(episodes=1, record=tmp_path / "line.avi")
 
