@@ -71,7 +71,7 @@ def test_update_uses_the_team_reward_and_the_joint_state_and_action():
     row = agent.table.q((0.0, 0.0, 0.0))
     assert row[1 * 25 + 2 * 5 + 3] == pytest.approx(expected)
     assert np.count_nonzero(row) == 1
-    assert metrics == {"td_error": pytest.approx(2 * expected), "table_size": 2.0}
+    assert metrics == {"td_error": pytest.approx(2 * expected)}
 
 
 @pytest.mark.parametrize("terminated,truncated,alive,cut", [

@@ -31,14 +31,20 @@ class CQLLearner(Learner):
         terminated = [experience.terminated[a].tolist() for a in ids]
         keys = agent.joint_keys(experience.obs)
         next_keys = agent.joint_keys(experience.next_obs)
+        per_agent = list(zip(agent.shape, alive, actions, rewards, terminated, strict=True))
         td_total, count = 0.0, 0
         for i, key in enumerate(keys):
-            present = [part[i] for part in alive]
-            if not any(present):
+            joint_action, reward, terminal, anyone = 0, 0.0, True, False
+            for size, present, action, gained, ended in per_agent:
+                if present[i]:
+                    anyone = True
+                    joint_action = joint_action * size + action[i]
+                    reward += gained[i]
+                    terminal = terminal and ended[i]
+                else:
+                    joint_action *= size
+            if not anyone:
                 continue
-            joint_action = agent.joint_action(act[i] if p else 0 for act, p in zip(actions, present, strict=True))
-            reward = sum(r[i] for r in rewards)
-            terminal = all(t[i] or not p for t, p in zip(terminated, present, strict=True))
             row = table.row(key)
             bootstrap = 0.0 if terminal else table.max_q(next_keys[i])
             values = table.values
@@ -50,7 +56,8 @@ class CQLLearner(Learner):
         self.updates += count
         if not count:
             return {}
-        return {"td_error": td_total / count, "table_size": float(len(table))}
+        # table_size reaches the logs through the agent's metrics(), which the strategy adds per chunk
+        return {"td_error": td_total / count}
 
     def weights(self) -> StateTree:
         return self.agent.weights()

@@ -48,7 +48,8 @@ class IQLLearner(Learner):
         self.updates += count
         if not count:
             return {}
-        return {"td_error": td_total / count, "table_size": float(agent.table_size)}
+        # table_size reaches the logs through the agent's metrics(), which the strategy adds per chunk
+        return {"td_error": td_total / count}
 
     def weights(self) -> StateTree:
         return self.agent.weights()

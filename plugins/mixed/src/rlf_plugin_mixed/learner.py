@@ -41,7 +41,6 @@ class MixedLearner(Learner):
                 metrics[f"td_error/{team.name}"] = found["td_error"]
         if count:
             metrics["td_error"] = td_total / count
-            metrics["table_size"] = float(self.agent.table_size)
         return metrics
 
     def weights(self) -> StateTree:
