@@ -1,0 +1,81 @@
+"""The curiosity module: a feature encoder, an inverse model and a forward model (Pathak et al. 2017)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from rlf_plugin_ppo.model import ObservationEncoder, image_layout
+from torch import nn
+from torch.nn import functional as F
+
+
+class ObsInput(nn.Module):
+    """PPO's own observation encoding (one-hot ids, pixels / 255), channels-first for images, flat otherwise.
+
+    The image rule is PPO's ``network`` setting, so curiosity sees observations the way the policy does.
+    """
+
+    def __init__(self, space: spaces.Space, network: str):
+        super().__init__()
+        self.encode = ObservationEncoder(space)
+        layout = image_layout(space)
+        self.image = network == "cnn" or (network == "auto" and layout is not None)
+        self.channels_last = self.image and layout == "hwc"
+        if self.image:
+            self.shape = tuple(space.shape) if layout == "chw" else (space.shape[2], *space.shape[:2])
+        else:
+            self.shape = (self.encode.one_hot or int(np.prod(space.shape)),)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.encode(obs)
+        if not self.image:
+            return x.reshape(len(x), -1)
+        return x.permute(0, 3, 1, 2) if self.channels_last else x
+
+
+class ICMModule(nn.Module):
+    """phi(s); inverse: (phi(s), phi(s')) -> a; forward: (phi(s), a) -> phi(s'). Actions are 0-based ids."""
+
+    def __init__(self, observation_space: spaces.Space, n_actions: int, network: str, feature_dim: int,
+                 hidden_size: int):
+        super().__init__()
+        self.inputs = ObsInput(observation_space, network)
+        self.n_actions = n_actions
+        if self.inputs.image:
+            layers: list[nn.Module] = []
+            channels = self.inputs.shape[0]
+            for _ in range(4):  # four 3x3 stride-2 convolutions with ELU, as in the paper
+                layers += [nn.Conv2d(channels, 32, 3, stride=2, padding=1), nn.ELU()]
+                channels = 32
+            self.encoder = nn.Sequential(*layers, nn.Flatten())
+            with torch.no_grad():
+                feature_dim = int(self.encoder(torch.zeros(1, *self.inputs.shape)).shape[1])
+        else:
+            self.encoder = nn.Sequential(nn.Linear(self.inputs.shape[0], hidden_size), nn.ELU(),
+                                         nn.Linear(hidden_size, feature_dim))
+        self.feature_dim = feature_dim
+        self.inverse = nn.Sequential(nn.Linear(2 * feature_dim, hidden_size), nn.ReLU(),
+                                     nn.Linear(hidden_size, n_actions))
+        self.forward_model = nn.Sequential(nn.Linear(feature_dim + n_actions, hidden_size), nn.ReLU(),
+                                           nn.Linear(hidden_size, feature_dim))
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.inputs(obs))
+
+    def _predict_next(self, phi: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        one_hot = F.one_hot(actions.long().reshape(-1), self.n_actions).float()
+        return self.forward_model(torch.cat([phi, one_hot], dim=1))
+
+    def forward_error(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Per sample 1/2 ||forward(phi(s), a) - phi(s')||^2, the curiosity signal."""
+        return 0.5 * (self._predict_next(self.features(obs), actions) - self.features(next_obs)).pow(2).sum(dim=1)
+
+    def losses(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean forward and inverse losses over the batch; both train the encoder, as in the paper."""
+        phi, phi_next = self.features(obs), self.features(next_obs)
+        logits = self.inverse(torch.cat([phi, phi_next], dim=1))
+        inverse = F.cross_entropy(logits, actions.long().reshape(-1))
+        forward = 0.5 * (self._predict_next(phi, actions) - phi_next).pow(2).sum(dim=1).mean()
+        return forward, inverse

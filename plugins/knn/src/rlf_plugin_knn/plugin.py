@@ -1,0 +1,15 @@
+"""Entry point: registers the ``knn`` algorithm. Imports stay light (no torch)."""
+
+from rlf import StrategyFamily, hookimpl
+
+RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
+
+
+@hookimpl
+def rlf_register_algorithms(register):
+    from .config import KNNConfig
+    from .factory import build_agent, build_learner
+
+    register("knn", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
+             config=KNNConfig, default_env="mario", action_spaces=("discrete",),
+             run_defaults={"num_envs": 8})
