@@ -41,6 +41,15 @@ def test_state_dict_is_a_keys_matrix_and_a_values_matrix(tmp_path):
     assert len(restored) == 4
 
 
+@pytest.mark.parametrize("keys", [[(1, 2), (3,)], [("a",), ("b",)], [((1, 2), (3, 4))]])
+def test_keys_that_do_not_form_a_numeric_matrix_are_refused_at_save(keys):
+    table = QTable(2)
+    for key in keys:
+        table.row(key)
+    with pytest.raises(TypeError, match="flat tuples of numbers"):
+        table.state_dict()
+
+
 def test_empty_table_round_trips():
     restored = QTable(4)
     restored.load_state_dict(QTable(4).state_dict())

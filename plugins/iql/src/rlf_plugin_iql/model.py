@@ -102,9 +102,12 @@ class QTable:
         keys = list(self.index)
         if keys and not all(isinstance(k, tuple) for k in keys):
             raise TypeError("only tuple state keys can be checkpointed; make encoder.hashable return a tuple")
-        key_matrix = np.array(keys) if keys else np.zeros((0, 0), dtype=np.int64)
-        if key_matrix.ndim != 2 or key_matrix.dtype == object:
-            raise TypeError("state keys must be flat tuples of one length to be checkpointed")
+        try:
+            key_matrix = np.array(keys) if keys else np.zeros((0, 0), dtype=np.int64)
+        except ValueError:  # rows of different lengths
+            key_matrix = np.empty(0, dtype=object)
+        if key_matrix.ndim != 2 or key_matrix.dtype.kind not in "iuf":
+            raise TypeError("state keys must be flat tuples of numbers, all of one length, to be checkpointed")
         return {"keys": key_matrix, "values": self.values[:len(keys)].copy()}
 
     def load_state_dict(self, state: StateTree) -> None:
