@@ -104,12 +104,13 @@ class RunningNormalizer:
     def load_state_dict(self, state: StateTree) -> None:
         mean = np.asarray(state["mean"], dtype=np.float64)
         m2 = np.asarray(state["m2"], dtype=np.float64)
-        if mean.shape != self.shape or m2.shape != self.shape:
+        # Compared by size: a scalar's statistics may come back from storage as shape (1,).
+        if mean.size != self._mean.size or m2.size != self._m2.size:
             raise ValueError(f"normalizer state has shape {mean.shape}, this normalizer expects {self.shape}")
         # In place: the buffer may be shared with other processes.
         self._count[0] = float(state["count"])
-        self._mean[...] = mean
-        self._m2[...] = m2
+        self._mean[...] = mean.reshape(self.shape)
+        self._m2[...] = m2.reshape(self.shape)
 
 
 def _float_dtype(values: np.ndarray) -> np.dtype:

@@ -102,6 +102,15 @@ def test_state_dict_round_trip_writes_in_place():
         RunningNormalizer((3,)).load_state_dict(norm.state_dict())
 
 
+def test_state_survives_an_rlf_checkpoint_file(tmp_path):
+    norm = RunningNormalizer()
+    norm.update(np.array([1.0, 2.0, 6.0]))
+    rlf.checkpoint.save(tmp_path / "n.rlf", {"norm": norm.state_dict()})
+    again = RunningNormalizer()
+    again.load_state_dict(rlf.checkpoint.load(tmp_path / "n.rlf")["norm"])
+    assert again.count == 3 and again.mean == norm.mean and again.var == norm.var
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="buffer"):
         RunningNormalizer((2,), buffer=np.zeros(3, dtype=np.float32))
