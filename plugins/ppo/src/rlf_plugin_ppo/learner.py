@@ -13,16 +13,21 @@ from torch import nn
 from rlf import BuildContext, Learner, Rollout, StateTree, compute_gae
 from rlf.torch_utils import (
     load_optimizer_state,
-    optimizer_state,
     set_torch_rng_state,
     torch_rng_state,
 )
 
 from .config import PPOConfig
 from .extension import Minibatch, PPOExtension
-from .model import PPOAgent
+from .model import PPOAgent, snapshot
 
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+def clipped_surrogate_loss(log_ratio: torch.Tensor, advantages: torch.Tensor, clip: float) -> torch.Tensor:
+    """The negated pessimistic bound: no incentive to move the ratio beyond [1 - clip, 1 + clip]."""
+    ratio = log_ratio.exp()
+    return torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip, 1 + clip)).mean()
 
 
 @dataclass
@@ -181,7 +186,6 @@ class PPOLearner(Learner):
         splits = min(config.minibatches, count)
         stats: list[torch.Tensor] = []
         for _ in range(config.epochs):
-            stop = False
             for chunk in np.array_split(self.rng.permutation(count), splits):
                 rows = torch.as_tensor(chunk, device=self.device)
                 logits, values = network(batch.obs[rows])
@@ -189,11 +193,18 @@ class PPOLearner(Learner):
                 new_log_prob = log_probs.gather(1, batch.actions[rows].unsqueeze(1)).squeeze(1)
                 entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
                 log_ratio = new_log_prob - batch.old_log_probs[rows]
-                ratio = log_ratio.exp()
-                advantage = batch.advantages[rows]
-                policy_loss = torch.max(-advantage * ratio, -advantage * ratio.clamp(1 - clip, 1 + clip)).mean()
+                policy_loss = clipped_surrogate_loss(log_ratio, batch.advantages[rows], clip)
                 value_loss = self._value_loss(values, batch.old_values[rows], batch.returns[rows])
                 loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+                with torch.no_grad():
+                    ratio = log_ratio.exp()
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clip_fraction = ((ratio - 1).abs() > clip).float().mean()
+                    stats.append(torch.stack([policy_loss.detach(), value_loss.detach(), entropy.detach(),
+                                              approx_kl, clip_fraction]))
+                # Checked before stepping: the policy already moved this far from the one that acted.
+                if config.target_kl > 0 and approx_kl.item() > config.target_kl:
+                    return self._means(stats)
                 if self.extension is not None:
                     extra_loss, extra_stats = self.extension.loss(self._minibatch(agent_id, batch, chunk, rows))
                     if extra_loss is not None:
@@ -207,18 +218,11 @@ class PPOLearner(Learner):
                               if p.grad is not None]
                     nn.utils.clip_grad_norm_(params, config.max_grad_norm)
                 self.optimizer.step()
-                with torch.no_grad():
-                    approx_kl = ((ratio - 1) - log_ratio).mean()
-                    clip_fraction = ((ratio - 1).abs() > clip).float().mean()
-                    stats.append(torch.stack([policy_loss.detach(), value_loss.detach(), entropy.detach(),
-                                              approx_kl, clip_fraction]))
-                if config.target_kl > 0 and approx_kl.item() > config.target_kl:
-                    stop = True
-                    break
-            if stop:
-                break
-        means = torch.stack(stats).mean(dim=0).tolist()
-        return dict(zip(STAT_NAMES, means, strict=True))
+        return self._means(stats)
+
+    @staticmethod
+    def _means(stats: list[torch.Tensor]) -> dict[str, float]:
+        return dict(zip(STAT_NAMES, torch.stack(stats).mean(dim=0).tolist(), strict=True))
 
     def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
         if self.config.value_clip <= 0:
@@ -234,12 +238,17 @@ class PPOLearner(Learner):
 
     # -- checkpoints ----------------------------------------------------------------------------
     def state_dict(self, include_replay: bool = True) -> StateTree:
-        return {"optimizer": optimizer_state(self.optimizer), "env_steps": self.env_steps,
+        return {"optimizer": snapshot(self.optimizer.state_dict()), "env_steps": self.env_steps,
                 "updates": self.updates, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
                 "extension": self.extension.state_dict() if self.extension is not None else {}}
 
     def load_state_dict(self, state: StateTree) -> None:
         load_optimizer_state(self.optimizer, state["optimizer"])
+        for param_state in self.optimizer.state.values():
+            # Checkpoints may hand 0-d arrays back as shape (1,); Adam's step counter must stay a scalar.
+            step = param_state.get("step")
+            if isinstance(step, torch.Tensor) and step.dim():
+                param_state["step"] = step.reshape(())
         self.env_steps = int(state["env_steps"])
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]

@@ -9,7 +9,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, StateTree
+from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, StateTree, checkpoint
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
 
 from .config import PPOConfig
@@ -17,6 +17,12 @@ from .config import PPOConfig
 MIN_IMAGE_SIDE = 36
 """The smallest height/width the Nature-DQN convolution stack (8/4, 4/2, 3/1) leaves at least 1x1 of."""
 MAX_IMAGE_CHANNELS = 16
+
+
+def snapshot(state) -> StateTree:
+    """A torch state dict as numpy arrays that own their memory: CPU tensors' ``.numpy()`` views would
+    keep changing with training after the snapshot was taken."""
+    return checkpoint.map_arrays(to_numpy_tree(state), np.copy)
 
 
 def _init(layer: nn.Module, gain: float) -> nn.Module:
@@ -208,7 +214,7 @@ class PPOAgent(Agent):
                 for agent_id, batch in obs.items()}
 
     def state_dict(self) -> StateTree:
-        return {"networks": {agent_id: to_numpy_tree(network.state_dict())
+        return {"networks": {agent_id: snapshot(network.state_dict())
                              for agent_id, network in self.networks.items()},
                 "generator": self.generator.get_state().numpy()}
 

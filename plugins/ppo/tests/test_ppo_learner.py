@@ -1,0 +1,155 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from ppo_helpers import fake_rollout, make_pair, make_spec, single_spec, weights
+from rlf_plugin_ppo.learner import clipped_surrogate_loss
+
+import rlf
+from rlf import SINGLE_AGENT, ConfigError
+
+METRICS = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "learning_rate",
+           "explained_variance"}
+
+
+def adam_steps(learner) -> set[int]:
+    return {int(state["step"]) for state in learner.optimizer.state.values()}
+
+
+def test_learn_updates_the_policy_and_reports_metrics():
+    agent, learner = make_pair(single_spec(), epochs=3, minibatches=4)
+    before = weights(agent)
+    metrics = learner.learn(fake_rollout(agent))
+    assert METRICS <= set(metrics) and all(math.isfinite(v) for v in metrics.values())
+    assert metrics["entropy"] > 0 and metrics["approx_kl"] >= 0 and 0 <= metrics["clip_fraction"] <= 1
+    after = weights(agent)
+    assert all(not np.array_equal(before[SINGLE_AGENT][k], after[SINGLE_AGENT][k]) for k in before[SINGLE_AGENT])
+    assert adam_steps(learner) == {3 * 4}
+    assert learner.updates == 1 and learner.env_steps == 16 * 4
+
+
+def test_the_update_favours_actions_with_positive_advantage():
+    agent, learner = make_pair(single_spec(), epochs=4, minibatches=2, lr=1e-3, anneal_lr=False, entropy_coef=0.0)
+    rollout = fake_rollout(agent, steps=32)
+    # action 0 was always better than expected, action 1 always worse
+    advantages = np.where(rollout.actions[SINGLE_AGENT] == 0, 1.0, -1.0).astype(np.float32)
+    rollout.advantages[SINGLE_AGENT] = advantages
+    obs = torch.as_tensor(rollout.obs[SINGLE_AGENT].reshape(-1, 4))
+    taken = torch.as_tensor(rollout.actions[SINGLE_AGENT].reshape(-1))
+
+    def probs():
+        with torch.no_grad():
+            logits, _ = agent.networks[SINGLE_AGENT](obs)
+        return torch.softmax(logits, -1)
+
+    before = probs()
+    metrics = learner.learn(rollout)
+    after = probs()
+    assert after[:, 0].mean() > before[:, 0].mean() + 0.01
+    ratio = (after / before)[torch.arange(len(taken)), taken].numpy()
+    weights_ = advantages.reshape(-1)
+    assert np.mean(weights_ * ratio) > np.mean(weights_) + 0.01  # the surrogate objective went up
+    assert metrics["approx_kl"] > 0
+
+
+def test_the_surrogate_gives_no_gradient_beyond_the_clip_range():
+    ratios = torch.tensor([0.5, 0.9, 1.1, 1.5, 0.5, 1.5])
+    advantages = torch.tensor([1.0, 1.0, 1.0, 1.0, -1.0, -1.0])
+    log_ratio = ratios.log().requires_grad_()
+    loss = clipped_surrogate_loss(log_ratio, advantages, clip=0.2)
+    loss.backward()
+    grad = log_ratio.grad.numpy()
+    # inside the range every sample pulls; a good action already 1.5x likelier, or a bad one already
+    # halved, gets no further push; the pessimistic bound keeps pulling the others back
+    assert (grad[[0, 1, 2, 5]] != 0).all() and grad[3] == 0 and grad[4] == 0
+    np.testing.assert_allclose(loss.item(), -np.mean([0.5, 0.9, 1.1, 1.2, -0.8, -1.5]), rtol=1e-6)
+
+
+def test_learning_rate_anneals_linearly_over_the_run():
+    agent, learner = make_pair(single_spec(), steps=256, lr=0.01)
+    rollout = fake_rollout(agent, steps=16)  # 64 env steps
+    rates = [learner.learn(rollout)["learning_rate"] for _ in range(3)]
+    np.testing.assert_allclose(rates, [0.01, 0.0075, 0.005])
+    _, constant = make_pair(single_spec(), steps=256, lr=0.01, anneal_lr=False)
+    assert [constant.learn(rollout)["learning_rate"] for _ in range(2)] == [0.01, 0.01]
+
+
+def test_dead_steps_are_masked_out_of_the_update():
+    spec = make_spec({"a": spaces.Box(-1, 1, (3,), np.float32), "b": spaces.Box(-1, 1, (3,), np.float32)},
+                     {"a": spaces.Discrete(3), "b": spaces.Discrete(3)}, num_envs=3)
+    alive = {"a": np.ones((12, 3), dtype=bool), "b": np.zeros((12, 3), dtype=bool)}
+    alive["a"][6:, 1] = False  # agent a left env 1 halfway
+    agent1, learner1 = make_pair(spec, seed=3)
+    agent2, learner2 = make_pair(spec, seed=3)
+    clean = fake_rollout(agent1, steps=12, seed=5, alive=alive)
+    garbage = fake_rollout(agent1, steps=12, seed=6, alive=alive)  # other obs, actions, rewards, values
+    dead = ~alive["a"]
+    for field in ("obs", "next_obs", "actions", "rewards", "values", "advantages", "returns"):
+        array = getattr(garbage, field)["a"].copy()
+        array[~dead] = getattr(clean, field)["a"][~dead]
+        if field in ("advantages", "returns"):
+            array[dead] = 1e6
+        getattr(garbage, field)["a"] = array
+    for key in ("log_prob", "value"):
+        array = garbage.extras["a"][key].copy()
+        array[~dead] = clean.extras["a"][key][~dead]
+        garbage.extras["a"][key] = array
+    b_before = weights(agent1)["b"]
+    metrics = learner1.learn(clean)
+    learner2.learn(garbage)
+    w1, w2 = weights(agent1), weights(agent2)
+    for key in w1["a"]:
+        np.testing.assert_array_equal(w1["a"][key], w2["a"][key])
+    for key in b_before:  # never alive: never updated
+        np.testing.assert_array_equal(w1["b"][key], b_before[key])
+    assert all(math.isfinite(v) for v in metrics.values())
+
+
+def test_target_kl_stops_the_update_early():
+    agent, learner = make_pair(single_spec(), epochs=5, minibatches=4, target_kl=1e-12, lr=1e-2)
+    learner.learn(fake_rollout(agent))
+    assert adam_steps(learner) == {1}
+
+
+def test_value_clipping_bounds_the_value_change():
+    _, plain = make_pair(single_spec())
+    _, clipped = make_pair(single_spec(), value_clip=0.1)
+    old = torch.zeros(4)
+    values = torch.full((4,), 1.0)
+    returns = torch.full((4,), 1.0)
+    assert plain._value_loss(values, old, returns).item() == 0.0
+    # the clipped prediction (0.1) is 0.9 short of the return; the loss takes the worse of the two
+    assert clipped._value_loss(values, old, returns).item() == pytest.approx(0.5 * 0.9 ** 2)
+
+
+def test_learner_state_round_trip_restores_optimizer_counters_and_rng():
+    agent, learner = make_pair(single_spec(), seed=2)
+    rollout = fake_rollout(agent)
+    learner.learn(rollout)
+    state = learner.state_dict()
+    agent_state = agent.state_dict()
+    learner.learn(rollout)
+    expected = weights(agent)
+
+    agent2, learner2 = make_pair(single_spec(), seed=50)
+    agent2.load_state_dict(agent_state)
+    learner2.load_state_dict(state)
+    assert (learner2.updates, learner2.env_steps) == (1, 64)
+    learner2.learn(rollout)
+    for key, value in expected[SINGLE_AGENT].items():
+        np.testing.assert_allclose(weights(agent2)[SINGLE_AGENT][key], value, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("algo.async_workers=2", "PPO updates synchronously"),
+    ("algo.lr=-1", "algo.lr"),
+    ("algo.hidden_sizes=[0]", "hidden width"),
+    ("algo.network='transformer'", "algo.network"),
+    ("algo.epoch=3", "did you mean algo.epochs"),
+])
+def test_bad_config_is_a_one_line_error(ppo_registry, override, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        rlf.make("ppo", "gym:CartPole-v1", overrides=[override], registry=ppo_registry)
+    assert "\n" not in str(error.value)
