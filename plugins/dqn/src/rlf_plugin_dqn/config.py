@@ -18,6 +18,9 @@ class DQNConfig(OffPolicyConfig):
     lr: float = Field(5e-4, gt=0.0, le=1.0, description="Adam learning rate.")
     adam_eps: float = Field(1e-8, gt=0.0, le=1.0, description="Adam epsilon (Atari-style runs often use 1.5e-4).")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor of the TD target.")
+    reward_scale: float = Field(
+        1.0, gt=0.0, le=1e6,
+        description="Rewards are multiplied by this for learning; keeps Q near the SmoothL1 loss's quadratic zone.")
     batch_size: int = Field(64, ge=1, le=65_536, description="Transitions sampled per gradient step.")
     buffer_size: int = Field(50_000, ge=1, le=100_000_000, description="Replay capacity per agent, in transitions.")
     min_replay_size: int = Field(
@@ -32,7 +35,7 @@ class DQNConfig(OffPolicyConfig):
     double_dqn: bool = Field(True, description="Online network selects the next action, target network evaluates it.")
     dueling: bool = Field(False, description="Dueling head: Q = V + A - mean(A).")
     network: Literal["auto", "mlp", "cnn"] = Field(
-        "auto", description="auto: Nature CNN for uint8 image stacks (C, H, W), MLP for everything else.")
+        "auto", description="auto: Nature CNN for uint8 image stacks (C, H, W) or (H, W, C), MLP for everything else.")
     hidden_sizes: list[HiddenWidth] = Field(
         default_factory=lambda: [128, 128], min_length=1, max_length=8,
         description="MLP hidden layer widths (vector observations).")

@@ -121,7 +121,7 @@ class DQNLearner(Learner):
                 next_value = next_target.gather(1, chosen).squeeze(1)
             else:
                 next_value = next_target.max(dim=1).values
-            td_target = rewards + config.gamma * (1.0 - terminated) * next_value
+            td_target = config.reward_scale * rewards + config.gamma * (1.0 - terminated) * next_value
         q = online(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
         loss = functional.smooth_l1_loss(q, td_target)
         optimizer = self.optimizers[agent_id]

@@ -1,4 +1,5 @@
-"""Entry point: registers the ``dqn`` algorithm. Imports stay light (no torch)."""
+"""Entry point: registers the ``dqn`` algorithm. Imports stay light: the builders are named, and the
+core imports them (and torch) only when a DQN is built."""
 
 from rlf import StrategyFamily, hookimpl
 
@@ -7,8 +8,8 @@ RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
 
 @hookimpl
 def rlf_register_algorithms(register):
-    from .config import DQNConfig
-    from .factory import build_agent, build_learner
+    from .config import DQNConfig  # pydantic only
 
-    register("dqn", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.OFF_POLICY,
+    register("dqn", build_agent="rlf_plugin_dqn.factory:build_agent",
+             build_learner="rlf_plugin_dqn.factory:build_learner", family=StrategyFamily.OFF_POLICY,
              config=DQNConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",), multi_agent=True)

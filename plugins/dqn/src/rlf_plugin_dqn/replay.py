@@ -157,7 +157,8 @@ class FrameReplay:
                 "obs_frames": self.obs_frames[:self.filled], "next_frames": self.next_frames[:self.filled],
                 "oldest_frame": self.oldest_frame[:self.filled], "actions": self.actions[:self.filled],
                 "rewards": self.rewards[:self.filled], "terminated": self.terminated[:self.filled],
-                "position": self.position, "size": self.size}
+                "position": self.position, "size": self.size, "capacity": self.capacity,
+                "frame_capacity": self.frame_capacity}
 
     def load_state_dict(self, state: StateTree) -> None:
         """Restore a saved replay, also into a ring of another capacity (keeping the newest transitions)."""
@@ -165,10 +166,19 @@ class FrameReplay:
         if saved_frames.shape[1:] != self.frames.shape[1:]:
             raise ValueError(f"saved replay frames are {saved_frames.shape[1:]}, this env gives "
                              f"{self.frames.shape[1:]}")
+        self._streams.clear()
+        if int(state["capacity"]) == self.capacity and int(state["frame_capacity"]) == self.frame_capacity:
+            # same rings: same slots, so a resumed run samples exactly what the saved one would have
+            self.frames[:len(saved_frames)] = saved_frames
+            filled = len(state["actions"])
+            for name in ("obs_frames", "next_frames", "oldest_frame", "actions", "rewards", "terminated"):
+                getattr(self, name)[:filled] = state[name]
+            self.frames_written, self.filled = int(state["frames_written"]), filled
+            self.position, self.size = int(state["position"]), int(state["size"])
+            return
         written = int(state["frames_written"])
-        old_capacity = len(state["actions"])
         size, position = int(state["size"]), int(state["position"])
-        order = (position - size + np.arange(size)) % max(old_capacity, 1)  # oldest first
+        order = (position - size + np.arange(size)) % int(state["capacity"])  # oldest first
         first = max(0, written - len(saved_frames), written - self.frame_capacity)
         numbers = np.arange(first, written)
         if len(numbers):
@@ -180,4 +190,3 @@ class FrameReplay:
             getattr(self, name)[:count] = np.asarray(state[name])[keep]
         self.position = count % self.capacity
         self.size = self.filled = count
-        self._streams.clear()
