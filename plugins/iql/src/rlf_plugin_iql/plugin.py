@@ -8,7 +8,7 @@ RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
 @hookimpl
 def rlf_register_algorithms(register):
     from .config import IQLConfig
-    from .factory import build_agent, build_learner
 
-    register("iql", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.OFF_POLICY,
+    register("iql", build_agent="rlf_plugin_iql.factory:build_agent",
+             build_learner="rlf_plugin_iql.factory:build_learner", family=StrategyFamily.OFF_POLICY,
              config=IQLConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True)
