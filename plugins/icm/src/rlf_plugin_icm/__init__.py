@@ -1,8 +1,26 @@
-"""rlf-plugin-icm: PPO with the Intrinsic Curiosity Module (Pathak et al. 2017)."""
+"""rlf-plugin-icm: PPO with the Intrinsic Curiosity Module (Pathak et al. 2017).
 
-from .config import ICMConfig
-from .factory import build_agent, build_learner
-from .learner import ICMExtension
-from .model import ICMModule
+Names load on first use, so discovering the plugin (which imports ``rlf_plugin_icm.plugin`` and
+therefore this package) does not import torch.
+"""
 
-__all__ = ["ICMConfig", "ICMExtension", "ICMModule", "build_agent", "build_learner"]
+from importlib import import_module
+
+_EXPORTS = {
+    "ICMConfig": "config",
+    "ICMExtension": "learner",
+    "ICMModule": "model",
+    "build_agent": "factory",
+    "build_learner": "factory",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rlf_plugin_icm' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = list(_EXPORTS)

@@ -1,8 +1,27 @@
-"""rlf-plugin-knn: PPO with kNN episodic novelty (Never Give Up's episodic module, Badia et al. 2020)."""
+"""rlf-plugin-knn: PPO with kNN episodic novelty (Never Give Up's episodic module, Badia et al. 2020).
 
-from .config import KNNConfig
-from .factory import build_agent, build_learner
-from .learner import KNNExtension
-from .model import Embedding, EpisodicMemory
+Names load on first use, so discovering the plugin (which imports ``rlf_plugin_knn.plugin`` and
+therefore this package) does not import torch.
+"""
 
-__all__ = ["KNNConfig", "KNNExtension", "Embedding", "EpisodicMemory", "build_agent", "build_learner"]
+from importlib import import_module
+
+_EXPORTS = {
+    "KNNConfig": "config",
+    "KNNExtension": "learner",
+    "Embedding": "model",
+    "EpisodicMemory": "model",
+    "build_agent": "factory",
+    "build_learner": "factory",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rlf_plugin_knn' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = list(_EXPORTS)

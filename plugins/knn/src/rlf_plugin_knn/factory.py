@@ -1,15 +1,23 @@
-"""KNN acts with PPO's policy unchanged; only the learner differs (PPO's learner plus the KNN extension)."""
+"""KNN acts with PPO's policy unchanged (PPO's own ``build_agent``); only the learner differs: PPO's
+learner with the KNN extension. torch loads inside the builder, so registering the plugin stays fast."""
 
 from __future__ import annotations
 
-from rlf_plugin_ppo import PPOLearner, build_agent
+from typing import TYPE_CHECKING
+
+from rlf_plugin_ppo import build_agent
 
 from rlf import Agent, BuildContext
 
-from .learner import KNNExtension
+if TYPE_CHECKING:
+    from rlf_plugin_ppo.learner import PPOLearner
 
 __all__ = ["build_agent", "build_learner"]
 
 
 def build_learner(context: BuildContext, agent: Agent) -> PPOLearner:
+    from rlf_plugin_ppo.learner import PPOLearner
+
+    from .learner import KNNExtension
+
     return PPOLearner(agent, context.config, context, extension=KNNExtension(context))

@@ -1,8 +1,27 @@
-"""rlf-plugin-rnd: PPO with Random Network Distillation (Burda et al. 2018)."""
+"""rlf-plugin-rnd: PPO with Random Network Distillation (Burda et al. 2018).
 
-from .config import RNDConfig
-from .factory import build_agent, build_learner
-from .learner import RNDExtension
-from .model import RNDNetworks, RunningMeanStd
+Names load on first use, so discovering the plugin (which imports ``rlf_plugin_rnd.plugin`` and
+therefore this package) does not import torch.
+"""
 
-__all__ = ["RNDConfig", "RNDExtension", "RNDNetworks", "RunningMeanStd", "build_agent", "build_learner"]
+from importlib import import_module
+
+_EXPORTS = {
+    "RNDConfig": "config",
+    "RNDExtension": "learner",
+    "RNDNetworks": "model",
+    "RunningMeanStd": "model",
+    "build_agent": "factory",
+    "build_learner": "factory",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'rlf_plugin_rnd' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = list(_EXPORTS)

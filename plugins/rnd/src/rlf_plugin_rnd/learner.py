@@ -141,7 +141,7 @@ class RNDExtension(PPOExtension):
         int_value_loss = 0.5 * (net.value(minibatch.obs) - self._returns[agent][minibatch.indices]).pow(2).mean()
         total = predictor_loss + self.config.int_value_coef * int_value_loss
         return total, {"predictor_loss": float(predictor_loss.detach()),
-                       "int_value_loss": float(int_value_loss.detach())}
+                       "predictor_share": float(keep.mean()), "int_value_loss": float(int_value_loss.detach())}
 
     def metrics(self) -> dict[str, float]:
         return dict(self._metrics)
