@@ -1,0 +1,1 @@
+"""rlf-plugin-actor-critic: one-step TD actor-critic with return normalisation (PPAGE's ActorCritic)."""
