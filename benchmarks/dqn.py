@@ -124,18 +124,19 @@ def rss_mib():
     line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS:"))
     return int(line.split()[1]) / 1024
 count, episode = {count}, 1000
+total = count + count // 5  # past capacity: the rings have wrapped, as in a long run
 rng = np.random.default_rng(0)
 pool = rng.integers(0, 256, size=(257, 84, 84), dtype=np.uint8)  # frames are drawn from a pool
 before = rss_mib()
 buffer = FrameReplay(count, (4, 84, 84))
 stack = np.stack([pool[0]] * 4)
 start = time.perf_counter()
-for t in range(count):
+for t in range(total):
     new = pool[(t * 7 + 1) % 257]
     nxt = np.concatenate([stack[1:], new[None]])
     buffer.add(stack[None], np.array([t % 7]), np.array([0.5], np.float32), nxt[None], np.array([0.0]))
     stack = np.stack([pool[(t * 5) % 257]] * 4) if (t + 1) % episode == 0 else nxt
-fill = time.perf_counter() - start
+fill = (time.perf_counter() - start) / total
 after = rss_mib()
 start = time.perf_counter()
 for _ in range(100):
@@ -150,12 +151,12 @@ def replay(count: int = 100_000) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     grown, frames, stored, fill, sample = float(out[0]), int(out[1]), int(out[2]), float(out[3]), float(out[4])
     whole = count * 2 * 4 * 84 * 84 / 2**20
-    print(f"== Replay memory: {count} transitions of 4x84x84 uint8 frame stacks (episodes of 1000 steps)")
-    print(f"frame replay resident       {grown:8.0f} MiB   ({frames} frames stored for {stored} transitions; "
+    print(f"== Replay memory: a {count}-transition replay of 4x84x84 uint8 frame stacks, filled with "
+          f"{count + count // 5} (episodes of 1000 steps), so every ring has wrapped")
+    print(f"frame replay resident       {grown:8.0f} MiB   ({stored} transitions held, {frames} frames written; "
           f"limit 1536 MiB: {'ok' if grown <= 1536 else 'OVER'})")
     print(f"obs + next_obs stored whole {whole:8.0f} MiB   ratio {whole / grown:.1f}x")
-    print(f"filling took {fill:.1f} s ({1e6 * fill / count:.0f} us per transition); "
-          f"sampling a batch of 32: {1e3 * sample:.2f} ms")
+    print(f"adding: {1e6 * fill:.0f} us per transition; sampling a batch of 32: {1e3 * sample:.2f} ms")
 
 
 def main() -> None:
