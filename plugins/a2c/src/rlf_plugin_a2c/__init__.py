@@ -1,0 +1,1 @@
+"""rlf-plugin-a2c: synchronous n-step advantage actor-critic (PPAGE's A2C)."""

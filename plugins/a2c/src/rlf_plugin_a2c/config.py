@@ -1,0 +1,49 @@
+"""A2C's configuration. ``rollout_steps`` (the n of the n-step return), ``gamma`` and ``gae_lambda``
+come from ``rlf.OnPolicyConfig``: the core's on-policy strategy collects the rollout and computes the
+advantages with them, and with ``gae_lambda = 1`` those are exactly A2C's n-step advantages."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from rlf import OnPolicyConfig
+
+
+class A2CConfig(OnPolicyConfig):
+    """Synchronous n-step advantage actor-critic (PPAGE's A2C), one actor and critic per agent."""
+
+    rollout_steps: int = Field(
+        5, ge=1, le=100_000, description="n: env steps per env in each update and in each n-step return.")
+    gae_lambda: float = Field(
+        1.0, ge=0.0, le=1.0,
+        description="1 = n-step returns bootstrapped at the rollout's end (A2C); below 1 = GAE over the rollout.")
+    actor_lr: float = Field(3e-4, gt=0.0, le=1.0, description="Adam learning rate of the actor.")
+    critic_lr: float = Field(1e-3, gt=0.0, le=1.0, description="Adam learning rate of the critic.")
+    value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the critic's squared-error loss.")
+    entropy_coef: float = Field(0.05, ge=0.0, le=10.0, description="Weight of the policy entropy bonus.")
+    actor_weight_decay: float = Field(
+        0.0, ge=0.0, le=1.0, description="Decoupled (AdamW) weight decay on the actor's parameters only.")
+    normalize_returns: bool = Field(
+        False,
+        description="Critic learns returns standardised by running float64 statistics; advantages scaled alike.")
+    max_grad_norm: float = Field(
+        5.0, ge=0.0, le=1000.0, description="Clip each agent's gradient norm per update to this (0 = off).")
+    hidden_sizes: list[int] = Field(
+        [64, 64], min_length=1, max_length=8, description="Hidden layer widths of the actor and of the critic MLP.")
+    torch_threads: int = Field(
+        1, ge=0, le=1024, description="CPU threads torch uses in this process (0 = torch's default).")
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _widths(cls, value: list[int]) -> list[int]:
+        if any(width < 1 or width > 65_536 for width in value):
+            raise ValueError("every hidden width must be between 1 and 65536")
+        return value
+
+    @field_validator("async_workers")
+    @classmethod
+    def _synchronous(cls, value: int) -> int:
+        if value:
+            raise ValueError("a2c learns synchronously (run.num_envs collects in parallel); for asynchronous "
+                             "workers on a shared model use the a3c algorithm and leave algo.async_workers at 0")
+        return value
