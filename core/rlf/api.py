@@ -136,6 +136,11 @@ class Algorithm:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_run_file()
         context = self._context(env_spec)
+        if self._pending is None and self.strategy is not None and self.strategy.agent is not None:
+            # train() again on the same object continues, exactly as a resume from a checkpoint would
+            from .training.trainer import rng_state
+
+            self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state()}
         self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._subprocess())
         if self._pending is not None:
             self.strategy.load_state_dict(self._pending["strategy"])

@@ -101,6 +101,18 @@ def test_run_directory_resume_and_tensorboard(registry, tmp_path):
     assert board.Scalars("steps_per_second")[-1].step == 5000
 
 
+def test_training_again_continues_the_same_agent(registry, tmp_path):
+    algo = make(registry, "tabular-q", "line", tmp_path, "steps=1000")
+    algo.train()
+    tables = {k: v.copy() for k, v in algo.strategy.agent.tables["walker"].items()}
+    episodes_before = algo.strategy.agent.epsilon.episodes
+    algo.train(steps=2000)
+    agent = algo.strategy.agent
+    assert algo.counters["env_steps"] == 2000
+    assert agent.epsilon.episodes > episodes_before  # the schedule continued
+    assert set(tables) <= set(agent.tables["walker"])  # the table was kept, not rebuilt empty
+
+
 def test_stats_survive_an_exception_mid_run(registry, tmp_path):
     algo = make(registry, "tabular-q", "line", tmp_path, "steps=5000", "log_interval=100", "algo.fail_after=1500")
     with pytest.raises(RuntimeError, match="blew up"):
