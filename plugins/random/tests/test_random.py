@@ -1,0 +1,60 @@
+import subprocess
+import sys
+
+import numpy as np
+from gymnasium import spaces
+
+import rlf
+from rlf_plugin_random import RandomAgent
+
+
+def test_discovered_through_its_entry_point():
+    spec = rlf.registry().algorithm("random")
+    assert spec.plugin == "random" and spec.family == rlf.StrategyFamily.OFF_POLICY
+    assert spec.default_env == "gym:CartPole-v1"
+
+
+def test_samples_inside_every_space_and_reproduces_from_its_state():
+    box = spaces.Box(low=np.array([-2.0, 0.0]), high=np.array([2.0, np.inf]), dtype=np.float32)
+    agent = RandomAgent({"a": spaces.Discrete(3, start=1), "b": box}, seed=7)
+    obs = {"a": np.zeros((500, 1)), "b": np.zeros((500, 1))}
+    state = agent.state_dict()
+    first = agent.act(obs).actions
+    assert set(np.unique(first["a"])) == {1, 2, 3}
+    assert first["b"].shape == (500, 2) and first["b"].dtype == np.float32
+    assert (first["b"][:, 0] >= -2).all() and (first["b"][:, 0] <= 2).all() and (first["b"][:, 1] >= 0).all()
+    agent.load_state_dict(state)
+    again = agent.act(obs).actions
+    np.testing.assert_array_equal(first["a"], again["a"])
+    np.testing.assert_array_equal(first["b"], again["b"])
+
+
+def test_trains_evaluates_and_resumes_on_cartpole(tmp_path):
+    algo = rlf.make("random", "gym:CartPole-v1", overrides=["steps=3000", "progress=false", f"run_dir='{tmp_path}'"])
+    algo.train()
+    result = algo.evaluate(episodes=20)
+    assert 12 < result["return"] < 40  # uniform random CartPole lasts about 22 steps
+    resumed = rlf.load(tmp_path, overrides=["steps=5000"])
+    resumed.train()
+    assert resumed.counters["env_steps"] == 5000
+
+
+def test_runs_on_continuous_actions(tmp_path):
+    algo = rlf.make("random", "gym:Pendulum-v1", overrides=["steps=400", "progress=false", f"run_dir='{tmp_path}'"])
+    algo.train()
+    assert algo.evaluate(episodes=1)["length"] == 200
+
+
+def test_cli_leaves_a_complete_run_directory(tmp_path):
+    run = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-m", "rlf.cli", "train", "random", "--env", "gym:CartPole-v1",
+                             "--steps", "5000", "--run-dir", str(run), "--no-progress"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    names = {p.name for p in run.iterdir()}
+    assert {"run.json", "metrics.csv", "episodes.csv", "checkpoint.rlf", "tensorboard"} <= names
+    assert any((run / "tensorboard").iterdir())
+    evaluated = subprocess.run([sys.executable, "-m", "rlf.cli", "eval", str(run), "--episodes", "3", "--json"],
+                               capture_output=True, text=True, timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert '"episodes": 3.0' in evaluated.stdout
