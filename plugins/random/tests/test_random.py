@@ -3,9 +3,9 @@ import sys
 
 import numpy as np
 from gymnasium import spaces
+from rlf_plugin_random import RandomAgent
 
 import rlf
-from rlf_plugin_random import RandomAgent
 
 
 def test_discovered_through_its_entry_point():
@@ -36,7 +36,7 @@ def test_trains_evaluates_and_resumes_on_cartpole(tmp_path):
     assert 12 < result["return"] < 40  # uniform random CartPole lasts about 22 steps
     resumed = rlf.load(tmp_path, overrides=["steps=5000"])
     resumed.train()
-    assert resumed.counters["env_steps"] == 5000
+    assert 5000 <= resumed.counters["env_steps"] < 5000 + 16  # whole vector steps of 16 envs
 
 
 def test_runs_on_continuous_actions(tmp_path):
