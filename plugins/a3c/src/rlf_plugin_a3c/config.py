@@ -1,0 +1,42 @@
+"""A3C's configuration. ``async_workers``, ``rollout_steps`` (the n of the n-step return), ``gamma``
+and ``gae_lambda`` come from ``rlf.OnPolicyConfig``: the core's on-policy strategy forks the workers,
+and each collects its rollouts and computes the n-step advantages with them."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from rlf import OnPolicyConfig
+
+
+class A3CConfig(OnPolicyConfig):
+    """Asynchronous n-step advantage actor-critic (PPAGE's A3C): workers update one shared model."""
+
+    async_workers: int = Field(
+        4, ge=0, le=64,
+        description="Worker processes, each with its own envs and seed, updating the shared model (0 = synchronous).")
+    rollout_steps: int = Field(
+        5, ge=1, le=100_000, description="n: env steps per env in each update and in each n-step return.")
+    gae_lambda: float = Field(
+        1.0, ge=0.0, le=1.0,
+        description="1 = n-step returns bootstrapped at the rollout's end (A3C); below 1 = GAE over the rollout.")
+    lr: float = Field(1e-3, gt=0.0, le=1.0, description="Learning rate of the shared Adam (actor and critic).")
+    value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the critic's squared-error loss.")
+    entropy_coef: float = Field(0.01, ge=0.0, le=10.0, description="Weight of the policy entropy bonus.")
+    normalize_returns: bool = Field(
+        True,
+        description="Critic learns returns standardised by shared float64 statistics; advantages scaled alike.")
+    max_grad_norm: float = Field(
+        5.0, ge=0.0, le=1000.0, description="Clip each agent's gradient norm per update to this (0 = off).")
+    hidden_sizes: list[int] = Field(
+        [64, 64], min_length=1, max_length=8, description="Hidden layer widths of the actor and of the critic MLP.")
+    torch_threads: int = Field(
+        1, ge=0, le=1024,
+        description="CPU threads torch uses in the main process (0 = torch's default); workers always use 1.")
+
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _widths(cls, value: list[int]) -> list[int]:
+        if any(width < 1 or width > 65_536 for width in value):
+            raise ValueError("every hidden width must be between 1 and 65536")
+        return value
