@@ -13,6 +13,8 @@ from rlf import OnPolicyConfig
 class PPOConfig(OnPolicyConfig):
     """Proximal Policy Optimization with a clipped surrogate objective and a learned value baseline."""
 
+    async_workers: int = Field(
+        0, ge=0, le=64, description="Must stay 0: PPO updates synchronously (collect in parallel with run.num_envs).")
     lr: float = Field(2.5e-4, gt=0.0, le=1.0, description="Adam learning rate at the start of the run.")
     anneal_lr: bool = Field(
         True, description="Decay the learning rate linearly to 0 over the run's total env steps (run.steps).")

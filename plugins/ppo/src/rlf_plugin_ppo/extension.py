@@ -12,6 +12,23 @@ Order within one ``PPOLearner.learn(rollout)``:
   3. for every epoch and minibatch: PPO's loss + ``loss(minibatch)``; one optimizer step over PPO's
      parameters and ``parameters()``.
   4. ``metrics()`` are merged into PPO's returned metrics (log intrinsic and extrinsic separately).
+
+What PPOLearner guarantees beyond that (the hooks and their order are unchanged; these are
+clarifications written down with the implementation):
+  * ``bind(learner)`` runs in ``PPOLearner.__init__`` before ``parameters()`` is read, so an extension
+    may build its modules in ``bind`` (on ``learner.device``). torch's global RNG is seeded from the
+    run seed just before ``bind``.
+  * Hooks 1 and 2 both receive the rollout exactly as the core produced it (extrinsic rewards, the
+    core's advantages and returns). PPO's value head learns the returns of step 1 (extrinsic plus
+    intrinsic rewards); step 2's advantages change the policy's advantages only.
+  * ``learner.last_advantages`` / ``learner.last_returns`` hold the targets of the latest update.
+  * Advantage normalisation (``normalize_advantages``) runs after step 2, per agent.
+  * Step 3 runs per agent id (one independent network each): ``Minibatch.agent_id`` names it. Steps
+    where ``rollout.alive`` is False are left out of every minibatch; ``indices`` still point into the
+    full flattened (T*N) rollout. ``actions`` are 0-based indices even if the Discrete space starts
+    elsewhere. With ``target_kl`` an agent's loop may stop early, so ``loss`` can run fewer times.
+  * The loss metrics ``loss`` returns are averaged over minibatches and merged like ``metrics()``.
+  * The extension's ``state_dict()`` is stored inside the learner's checkpoint state.
 """
 
 from __future__ import annotations

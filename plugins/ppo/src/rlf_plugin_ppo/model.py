@@ -216,7 +216,7 @@ class PPOAgent(Agent):
     def state_dict(self) -> StateTree:
         return {"networks": {agent_id: snapshot(network.state_dict())
                              for agent_id, network in self.networks.items()},
-                "generator": self.generator.get_state().numpy()}
+                "generator": {"device": self.device.type, "state": self.generator.get_state().numpy()}}
 
     def load_state_dict(self, state: StateTree) -> None:
         missing = set(self.networks) - set(state["networks"])
@@ -225,4 +225,8 @@ class PPOAgent(Agent):
                               "it was trained on a different environment")
         for agent_id, network in self.networks.items():
             network.load_state_dict(to_torch_tree(state["networks"][agent_id], self.device))
-        self.generator.set_state(torch.as_tensor(np.asarray(state["generator"], dtype=np.uint8)))
+        generator = state["generator"]
+        # CPU and CUDA generators keep differently shaped states: a stream saved on one device type
+        # cannot continue on another, so there the seeded stream is kept.
+        if generator["device"] == self.device.type:
+            self.generator.set_state(torch.as_tensor(np.asarray(generator["state"], dtype=np.uint8)))

@@ -1,0 +1,36 @@
+"""The learning test: PPO with the documented CartPole preset (examples/cartpole.toml) solves
+CartPole-v1 (mean return >= 475 over the last 20 training episodes) within 150,000 env steps,
+for at least 2 of 3 seeds. It stops as soon as 2 seeds have passed."""
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+import rlf
+
+PRESET = Path(__file__).resolve().parents[1] / "examples" / "cartpole.toml"
+BUDGET = 150_000
+SOLVED = 475.0
+
+
+def last_returns(run_dir: Path, count: int) -> list[float]:
+    with (run_dir / "episodes.csv").open(newline="") as handle:
+        return [float(row["return"]) for row in csv.DictReader(handle)][-count:]
+
+
+def test_ppo_solves_cartpole_for_two_of_three_seeds(ppo_registry, tmp_path):
+    results: dict[int, float] = {}
+    for seed in (0, 1, 2):
+        run_dir = tmp_path / f"seed{seed}"
+        algo = rlf.make("ppo", config_file=PRESET, registry=ppo_registry, overrides=[
+            f"seed={seed}", "progress=false", "checkpoint_interval=0", f"run_dir='{run_dir}'"])
+        assert algo.config.run.steps == BUDGET and algo.config.run.env == "gym:CartPole-v1"
+        algo.train()
+        assert algo.counters["env_steps"] <= BUDGET
+        returns = last_returns(run_dir, 20)
+        assert len(returns) == 20
+        results[seed] = float(np.mean(returns))
+        if sum(mean >= SOLVED for mean in results.values()) == 2:
+            break
+    assert sum(mean >= SOLVED for mean in results.values()) >= 2, f"mean of the last 20 returns per seed: {results}"
