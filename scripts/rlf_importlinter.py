@@ -1,0 +1,39 @@
+"""The project's own import-linter contract type (registered in pyproject.toml's [tool.importlinter]).
+
+import-linter's wildcards replace whole module names only, so "any package named rlf_plugin_*" cannot
+be written as a forbidden contract; and a list of today's plugin names would let tomorrow's through.
+This contract forbids every imported top-level package whose name starts with a prefix.
+"""
+
+from __future__ import annotations
+
+from importlinter import Contract, ContractCheck, fields, output
+
+
+class ForbiddenPrefixContract(Contract):
+    """``source_modules`` may not import, directly or indirectly, any top-level package whose name
+    starts with one of ``forbidden_prefixes`` (needs ``include_external_packages = true``)."""
+
+    type_name = "forbidden_prefix"
+
+    source_modules = fields.ListField(subfield=fields.ModuleField())
+    forbidden_prefixes = fields.ListField(subfield=fields.StringField())
+
+    def check(self, graph, verbose: bool) -> ContractCheck:
+        prefixes = tuple(self.forbidden_prefixes)
+        sources = [module.name for module in self.source_modules]
+        targets = sorted(name for name in graph.modules
+                         if "." not in name and name.startswith(prefixes) and name not in sources)
+        output.verbose_print(verbose, f"Packages matching {', '.join(prefixes)}: {', '.join(targets) or 'none'}")
+        chains = []
+        for source in sources:
+            for target in targets:
+                chain = graph.find_shortest_chain(importer=source, imported=target, as_packages=True)
+                if chain:
+                    chains.append(list(chain))
+        return ContractCheck(kept=not chains, metadata={"chains": chains})
+
+    def render_broken_contract(self, check: ContractCheck) -> None:
+        for chain in check.metadata["chains"]:
+            output.print_error(f"{chain[0]} imports {chain[-1]}: " + " -> ".join(chain))
+            output.new_line()

@@ -1,0 +1,88 @@
+"""The CPU image: built offline from the wheelhouse as `rlf`, it trains ICM on Mario, evaluates the run
+from its volume, lists every plugin, runs as a non-root user and stays under 2.5 GB.
+
+Needs a Docker engine (tox -e docker starts one with scripts/docker_engine.sh where none answers)
+and a wheelhouse (scripts/build_wheels.sh). Builds and runs use --network host, the only network mode
+the engine on this kind of machine supports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = os.environ.get("RLF_DOCKER_IMAGE", "rlf")
+MAX_IMAGE_BYTES = 2_500_000_000
+PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+
+
+def docker(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def run(*args: str, volume: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    mount = ["-v", f"{volume}:/runs"] if volume else []
+    return docker("run", "--rm", "--network", "host", *mount, IMAGE, *args, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def image() -> dict:
+    build = subprocess.run(["bash", str(ROOT / "scripts" / "docker_build.sh"), IMAGE], capture_output=True,
+                           text=True, timeout=1800)
+    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+    inspected = docker("image", "inspect", IMAGE)
+    assert inspected.returncode == 0, inspected.stderr
+    return json.loads(inspected.stdout)[0]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    volume = tmp_path_factory.mktemp("runs")
+    volume.chmod(0o777)  # the image's user (uid 10001) writes here
+    return volume
+
+
+def test_image_is_small_runs_as_non_root_and_has_the_rlf_entrypoint(image: dict):
+    size = image["Size"]
+    print(f"image {IMAGE}: {size / 1e9:.2f} GB")
+    assert size <= MAX_IMAGE_BYTES, f"image is {size / 1e9:.2f} GB, over the 2.5 GB budget"
+    config = image["Config"]
+    assert config["Entrypoint"] == ["rlf"]
+    assert config["User"] and config["User"].split(":")[0] not in ("", "0", "root")
+    assert "/runs" in (config.get("Volumes") or {})
+
+
+def test_plugins_lists_every_plugin_loaded(image: dict):
+    listed = run("plugins", "--json", timeout=300)
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["distribution"]: row for row in json.loads(listed.stdout)}
+    for plugin in PLUGINS:
+        distribution = "rlf-plugin-" + plugin.replace("_", "-")
+        assert distribution in rows, f"{distribution} is missing from the image"
+        assert rows[distribution]["error"] is None, rows[distribution]["error"]
+    text = run("plugins", timeout=300)
+    assert text.returncode == 0 and "ERROR" not in text.stdout, text.stdout + text.stderr
+
+
+def test_train_icm_trains_on_mario_by_default_and_the_run_evaluates_from_the_volume(image: dict, runs: Path):
+    assert "mario" in PLUGINS, "`docker run rlf train icm` is meant to train on Mario: plugins/mario is missing"
+    # no --env: the image's ICM defaults to Mario. Two envs and 64-step rollouts make the 256 steps two
+    # ICM updates rather than none.
+    trained = run("train", "icm", "--steps", "256", "--set", "num_envs=2", "--set", "algo.rollout_steps=64",
+                  "--no-progress", volume=runs)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "training icm on mario" in trained.stderr, trained.stderr
+    done = [line for line in trained.stdout.splitlines() if line.startswith("done: ")]
+    assert done and json.loads(done[0][len("done: "):])["env_step"] == 256, trained.stdout
+    run_dirs = [p for p in runs.iterdir() if p.name.startswith("icm-")]
+    assert len(run_dirs) == 1, list(runs.iterdir())
+    assert (run_dirs[0] / "checkpoint.rlf").is_file() and (run_dirs[0] / "metrics.csv").is_file()
+
+    evaluated = run("eval", f"runs/{run_dirs[0].name}", "--episodes", "1", "--json", volume=runs)
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    assert json.loads(evaluated.stdout.strip().splitlines()[-1])["episodes"] == 1.0

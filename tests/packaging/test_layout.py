@@ -1,0 +1,77 @@
+"""The repository's packaging rules, checked on every plugin directory so a new plugin is born into them:
+each is its own distribution rlf-plugin-<name> with exact dependencies, a light entry point and tests,
+and tox.ini's plugin list (the one list the matrix is generated from) names exactly the plugin
+directories."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import matrix  # noqa: E402
+
+PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+HEAVY_MODULES = {"torch", "nes_py", "gym_super_mario_bros", "gym", "cv2", "tensorboard"}
+
+
+def project(plugin: str) -> dict:
+    return tomllib.loads((ROOT / "plugins" / plugin / "pyproject.toml").read_text())["project"]
+
+
+def requirement_name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement).group(1)).lower()
+
+
+def test_tox_tests_exactly_the_plugin_directories():
+    in_tox, on_disk = set(matrix.plugins()), set(PLUGINS)
+    assert not on_disk - in_tox, f"plugins {sorted(on_disk - in_tox)} have no tox env: add them to tox.ini's env_list"
+    assert not in_tox - on_disk, f"tox.ini tests {sorted(in_tox - on_disk)}, which have no plugins/<name>/"
+
+
+def test_constraints_pin_the_cpu_torch_of_this_machine():
+    lines = [line.strip() for line in (ROOT / "constraints.txt").read_text().splitlines()]
+    assert "torch==2.13.0" in lines
+
+
+@pytest.mark.parametrize("plugin", PLUGINS)
+def test_plugin_is_a_standard_distribution(plugin: str):
+    meta = project(plugin)
+    assert meta["name"] == f"rlf-plugin-{plugin.replace('_', '-')}"
+    assert meta["version"] == "0.1.0"
+    assert meta["requires-python"] == ">=3.11"
+    deps = meta.get("dependencies", [])
+    assert "rlf>=0.1,<0.2" in deps, f"{meta['name']} must depend on rlf>=0.1,<0.2, has {deps}"
+    for dep in deps:
+        name = requirement_name(dep)
+        if name == "torch":
+            assert "==" not in dep, f"{dep}: plugins declare a torch range; constraints.txt pins the build"
+        if name.startswith("rlf-plugin-"):
+            directory = name.removeprefix("rlf-plugin-").replace("-", "_")
+            assert directory in PLUGINS, f"{meta['name']} depends on {name}, which no plugin directory builds"
+    targets = list(meta["entry-points"]["rlf"].values())
+    assert targets == [f"rlf_plugin_{plugin}.plugin"], targets
+    assert (ROOT / "plugins" / plugin / "README.md").is_file()
+    assert list((ROOT / "plugins" / plugin / "tests").glob("test_*.py")), f"plugins/{plugin}/tests has no tests"
+
+
+@pytest.mark.parametrize("plugin", PLUGINS)
+def test_plugin_entry_module_is_light_and_declares_the_api(plugin: str):
+    source = ROOT / "plugins" / plugin / "src" / f"rlf_plugin_{plugin}" / "plugin.py"
+    tree = ast.parse(source.read_text())
+    top_level = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            top_level |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            top_level.add(node.module.split(".")[0])
+    assert not top_level & HEAVY_MODULES, f"{source} imports {top_level & HEAVY_MODULES} at module level"
+    api = [n for n in tree.body if isinstance(n, ast.Assign)
+           and any(getattr(t, "id", None) == "RLF_API_VERSION" for t in n.targets)]
+    assert api and isinstance(api[0].value, ast.Constant) and api[0].value.value == 1, "RLF_API_VERSION = 1"
