@@ -238,7 +238,6 @@ def _async_worker(strategy: OnPolicyStrategy, index: int, seed: int) -> None:
                 rollout, obs, episodes = collect_rollout(envs, strategy.agent, obs, steps, tracker,
                                                          config.gamma, config.gae_lambda)
                 metrics = strategy.learner.learn(rollout)
-                metrics["worker"] = float(index)
                 if not _send(strategy, ("report", (rollout.num_steps, metrics, episodes))):
                     break
         finally:

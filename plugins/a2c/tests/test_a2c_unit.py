@@ -167,6 +167,15 @@ def test_sampling_is_reproducible_from_the_saved_state():
     np.testing.assert_allclose(np.exp(greedy.extras["a"]["log_prob"]), probs(agent, obs["a"]).max(1), rtol=1e-5)
 
 
+def test_a_checkpoint_of_other_settings_is_refused_in_one_line():
+    source, _ = make_pair(normalize_returns=False)
+    for other in ({"hidden_sizes": [32]}, {"normalize_returns": True}):
+        agent, _ = make_pair(**other)
+        with pytest.raises(rlf.CheckpointError, match="hidden_sizes, normalize_returns") as error:
+            agent.load_state_dict(source.state_dict())
+        assert "\n" not in str(error.value)
+
+
 def test_observations_are_encoded_by_their_space():
     agent, _ = make_pair(obs_space=spaces.Discrete(6))
     assert agent.inputs("a", np.array([0, 5])).tolist() == np.eye(6)[[0, 5]].tolist()

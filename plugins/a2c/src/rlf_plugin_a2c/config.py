@@ -12,13 +12,15 @@ from rlf import OnPolicyConfig
 class A2CConfig(OnPolicyConfig):
     """Synchronous n-step advantage actor-critic (PPAGE's A2C), one actor and critic per agent."""
 
+    async_workers: int = Field(
+        0, ge=0, le=64, description="Stays 0: a2c learns synchronously (the a3c algorithm runs async workers).")
     rollout_steps: int = Field(
         5, ge=1, le=100_000, description="n: env steps per env in each update and in each n-step return.")
     gae_lambda: float = Field(
         1.0, ge=0.0, le=1.0,
         description="1 = n-step returns bootstrapped at the rollout's end (A2C); below 1 = GAE over the rollout.")
-    actor_lr: float = Field(3e-4, gt=0.0, le=1.0, description="Adam learning rate of the actor.")
-    critic_lr: float = Field(1e-3, gt=0.0, le=1.0, description="Adam learning rate of the critic.")
+    actor_lr: float = Field(3e-4, gt=0.0, le=1.0, description="AdamW learning rate of the actor.")
+    critic_lr: float = Field(1e-3, gt=0.0, le=1.0, description="AdamW learning rate of the critic.")
     value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the critic's squared-error loss.")
     entropy_coef: float = Field(0.05, ge=0.0, le=10.0, description="Weight of the policy entropy bonus.")
     actor_weight_decay: float = Field(

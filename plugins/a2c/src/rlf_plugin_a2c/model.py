@@ -9,7 +9,16 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import Acting, Agent, AgentArrays, EnvSpec, IncompatibleError, RunningNormalizer, StateTree
+from rlf import (
+    Acting,
+    Agent,
+    AgentArrays,
+    CheckpointError,
+    EnvSpec,
+    IncompatibleError,
+    RunningNormalizer,
+    StateTree,
+)
 from rlf.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import A2CConfig
@@ -148,8 +157,14 @@ class A2CAgent(Agent):
                 "generator": self.generator.get_state().numpy()}
 
     def load_state_dict(self, state: StateTree) -> None:
-        for agent_id, net in self.nets.items():
-            net.load_state_dict(to_torch_tree(state["nets"][agent_id], self.device))
-        for agent_id, normalizer in self.normalizers.items():
-            normalizer.load_state_dict(state["normalizers"][agent_id])
-        self.generator.set_state(torch.as_tensor(np.asarray(state["generator"], dtype=np.uint8)))
+        try:
+            for agent_id, net in self.nets.items():
+                net.load_state_dict(to_torch_tree(state["nets"][agent_id], self.device))
+            for agent_id, normalizer in self.normalizers.items():
+                normalizer.load_state_dict(state["normalizers"][agent_id])
+            self.generator.set_state(torch.as_tensor(np.asarray(state["generator"], dtype=np.uint8)))
+        except (KeyError, RuntimeError, ValueError) as exc:
+            problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckpointError(f"this checkpoint does not fit a a2c agent built with the current settings "
+                                  f"({type(exc).__name__}: {problem}); load it with the hidden_sizes, "
+                                  "normalize_returns and environment it was trained with") from None

@@ -12,13 +12,15 @@ from rlf import OnPolicyConfig
 class ActorCriticConfig(OnPolicyConfig):
     """One-step temporal-difference actor-critic (PPAGE's ActorCritic), one actor and critic per agent."""
 
+    async_workers: int = Field(
+        0, ge=0, le=64, description="Stays 0: actor-critic learns synchronously (the a3c algorithm runs async workers).")
     rollout_steps: int = Field(
         1, ge=1, le=100_000,
         description="Env steps per env between updates (1 = learn after every step, the online algorithm).")
     gae_lambda: float = Field(
         0.0, ge=0.0, le=1.0,
         description="0 = one-step TD advantages; above 0 mixes in longer returns when rollout_steps > 1.")
-    lr: float = Field(1e-3, gt=0.0, le=1.0, description="Adam learning rate of the actor and the critic.")
+    lr: float = Field(1e-3, gt=0.0, le=1.0, description="AdamW learning rate of the actor and the critic.")
     value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the critic's squared-error loss.")
     entropy_coef: float = Field(0.01, ge=0.0, le=10.0, description="Weight of the policy entropy bonus.")
     actor_weight_decay: float = Field(
