@@ -38,7 +38,7 @@ def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         if array.dtype == object:
             raise CheckpointError("object arrays cannot be checkpointed safely; store numbers instead")
         key = f"a{len(arrays)}"
-        arrays[key] = np.ascontiguousarray(array)
+        arrays[key] = array if array.flags.c_contiguous else array.copy(order="C")  # keeps 0-d arrays 0-d
         return {"__nd__": key}
     if isinstance(value, np.generic):
         return value.item()

@@ -24,11 +24,14 @@ def seed_everything(seed: int) -> None:
 
 
 def to_numpy_tree(state: Any) -> Any:
-    """A torch state dict (module or optimizer) as a checkpointable tree of numpy arrays."""
+    """A torch state dict (module or optimizer) as a checkpointable tree of numpy arrays.
+
+    Arrays are copies: a CPU tensor's ``.numpy()`` shares memory, and a state taken now must not
+    change when training goes on."""
     import torch
 
     if isinstance(state, torch.Tensor):
-        return state.detach().cpu().numpy()
+        return state.detach().cpu().numpy().copy()
     if isinstance(state, dict):
         return {k: to_numpy_tree(v) for k, v in state.items()}
     if isinstance(state, list | tuple):

@@ -20,6 +20,7 @@ def test_round_trip_keeps_structure_types_and_arrays(tmp_path):
     assert back["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.99)
     assert back["counters"] == state["counters"]
     assert back["uint8"].dtype == np.uint8 and back["scalar"] == 1.5
+    assert back["optimizer"]["state"][0]["step"].shape == ()  # 0-d arrays stay 0-d (Adam's step)
 
 
 def test_pickled_or_object_data_is_refused(tmp_path):
