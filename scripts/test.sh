@@ -5,7 +5,8 @@
 #   scripts/test.sh -e core,ppo      some envs only (any `tox run-parallel` option passes through)
 #
 # 1. a tools venv (.tools/) with tox; 2. the wheelhouse (scripts/build_wheels.sh); 3. every tox env,
-# RLF_TOX_PARALLEL (default 2) at a time; 4. per-env wall times and one closing line summing every
+# RLF_TOX_PARALLEL (default 3) at a time: two CPU-bound envs on the two cores, plus the docker env, which
+# mostly waits on the network and the disk (each env runs torch on one thread); 4. per-env wall times and one closing line summing every
 # env's pytest results, `N passed, N failed[, N skipped]`. Exits non-zero if anything failed,
 # including an env that failed outside pytest (pytest's exit 5 for "no tests" counts as a failure).
 set -euo pipefail
@@ -28,7 +29,7 @@ echo "test.sh: wheelhouse ready after $((SECONDS - start)) s"
 
 rm -rf .tox/junit .tox/result.json
 tox_status=0
-"$tools/bin/tox" run-parallel --parallel "${RLF_TOX_PARALLEL:-2}" --parallel-no-spinner \
+"$tools/bin/tox" run-parallel --parallel "${RLF_TOX_PARALLEL:-3}" --parallel-no-spinner \
   --result-json .tox/result.json "$@" || tox_status=$?
 echo "test.sh: tox finished with status $tox_status after $((SECONDS - start)) s in all"
 if [[ ! -f .tox/result.json ]]; then

@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = rlf.registry()
 STEPS = 256
 RESUME_STEPS = 64
-EVAL_STEPS = 400
+EVAL_STEPS = 200
 # Concrete ids for the core's gym:<id>: one discrete and one continuous action space.
 GYM_IDS = ("CartPole-v1", "Pendulum-v1")
 # Episode caps so an evaluation episode ends within EVAL_STEPS, whatever the policy does.
-EPISODE_CAPS = {"max_episode_steps": 100, "max_steps": 100}
+EPISODE_CAPS = {"max_episode_steps": 50, "max_steps": 50}
 # Knobs that make a few hundred steps enough for several updates, set where an algorithm has them.
 SMALL_BUDGET = {"rollout_steps": 32, "min_replay_size": 64, "learning_starts": 64, "batch_size": 32,
                 "train_frequency": 4}
