@@ -34,7 +34,7 @@ isolation=()
 if "$python" -c 'import setuptools, wheel, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 68)' 2>/dev/null; then
   isolation=(--no-build-isolation)
 fi
-"${pip[@]}" wheel -q --no-deps "${isolation[@]}" --wheel-dir "$wheelhouse" "$root" "${plugin_dirs[@]}"
+"${pip[@]}" wheel -q --no-deps "${isolation[@]}" "${pinned[@]}" --wheel-dir "$wheelhouse" "$root" "${plugin_dirs[@]}"
 
 say "torch 2.13.0 (CPU build, from this machine's disk) and nes-py 8.2.1 (compiled once)"
 "${pip[@]}" download -q --no-deps "${pinned[@]}" --dest "$wheelhouse" torch==2.13.0
