@@ -3,7 +3,10 @@
 1. The sparse corridor (benchmarks/sparse_env.py): at equal env steps, the distinct cells visited
    over the run, the share of episodes that reached the goal and the env step of the first goal.
 2. The cost: wall-clock seconds per env step of every curiosity learner relative to plain PPO,
-   measured in this run on the same machine (corridor, and Mario when installed).
+   measured in this run on the same machine: whole training runs (corridor, and Mario when
+   installed), and the update alone on the same synthetic rollouts, repeated and interleaved so that
+   other load on the machine hits every algorithm alike (acting is PPO's in all four, so the update
+   is where the overhead lives).
 3. Mario (when rlf-plugin-mario is installed) with the extrinsic reward hidden: the furthest x
    position any episode reached in a fixed small budget.
 
@@ -51,7 +54,7 @@ def rlf_register_environments(register):
 
 
 def train(registry, algorithm: str, env: str, steps: int, seed: int, overrides: list[str]) -> tuple[float, list[dict]]:
-    """Seconds of training and the rows of episodes.csv."""
+    """Seconds of training and the rows of episodes.csv (in the order the episodes ended)."""
     with tempfile.TemporaryDirectory() as run_dir:
         algo = rlf.make(algorithm, env, registry=registry, overrides=[
             f"steps={steps}", f"seed={seed}", "num_envs=8", "progress=false", f"run_dir='{run_dir}'",
@@ -66,7 +69,8 @@ def train(registry, algorithm: str, env: str, steps: int, seed: int, overrides: 
 
 def corridor(registry, args) -> dict[str, list[float]]:
     print(f"\n== sparse corridor: length {args.length}, {args.steps} env steps per run, seeds {args.seeds}")
-    print(f"{'algorithm':10} {'seed':>4} {'distinct':>8} {'goal rate':>9} {'first goal':>10} {'s/1k steps':>10}")
+    print(f"{'algorithm':10} {'seed':>4} {'distinct':>8} {'goal rate':>9} {'last 25%':>8} {'first goal':>10} "
+          f"{'s/1k steps':>10}")
     env_overrides = [f"env.kwargs={{length={args.length}}}", *args.set]
     seconds: dict[str, list[float]] = {name: [] for name in ALGORITHMS}
     summary: dict[str, list[tuple[float, float]]] = {name: [] for name in ALGORITHMS}
@@ -75,12 +79,13 @@ def corridor(registry, args) -> dict[str, list[float]]:
             took, rows = train(registry, name, CORRIDOR, args.steps, seed, env_overrides)
             distinct = max(row["max_position"] for row in rows) + 1
             goal_rate = float(np.mean([row["goal"] for row in rows]))
+            late_rate = float(np.mean([row["goal"] for row in rows[-max(1, len(rows) // 4):]]))
             firsts = [row["env_step"] for row in rows if row["goal"] > 0]
             first = f"{int(firsts[0])}" if firsts else "never"
             seconds[name].append(took / args.steps)
             summary[name].append((distinct, goal_rate))
-            print(f"{name:10} {seed:>4} {distinct:>8.0f} {goal_rate:>9.3f} {first:>10} {1000 * took / args.steps:>10.2f}",
-                  flush=True)
+            print(f"{name:10} {seed:>4} {distinct:>8.0f} {goal_rate:>9.3f} {late_rate:>8.3f} {first:>10} "
+                  f"{1000 * took / args.steps:>10.2f}", flush=True)
     print("mean over seeds:")
     for name in ALGORITHMS:
         distinct, goal = np.mean(summary[name], axis=0)
@@ -106,6 +111,48 @@ def mario(registry, args) -> dict[str, list[float]] | None:
     return seconds
 
 
+def update_cost(registry, title: str, observation_space, n_actions: int, repeats: int,
+                steps: int = 128, envs: int = 8) -> dict[str, list[float]]:
+    """Seconds per env step of ``learner.learn`` on one synthetic rollout of ``steps`` x ``envs``."""
+    from gymnasium import spaces
+
+    from rlf import SINGLE_AGENT, BuildContext, EnvSpec, Rollout, RunConfig
+
+    spec = EnvSpec(title, (SINGLE_AGENT,), {SINGLE_AGENT: observation_space},
+                   {SINGLE_AGENT: spaces.Discrete(n_actions)}, False, envs)
+    rng = np.random.default_rng(0)
+    frames = np.stack([observation_space.sample() for _ in range((steps + 1) * envs)]).reshape(
+        steps + 1, envs, *observation_space.shape)
+    learners = {}
+    for name in ALGORITHMS:
+        algorithm = registry.algorithm(name)
+        context = BuildContext(spec, algorithm.config(rollout_steps=steps), RunConfig(algorithm=name, env=title),
+                               0, "cpu")
+        agent = algorithm.build_agent(context)
+        learners[name] = algorithm.build_learner(context, agent)
+    acting = [learners["ppo"].agent.act({SINGLE_AGENT: frames[t]}) for t in range(steps)]
+    actions = np.stack([a.actions[SINGLE_AGENT] for a in acting])
+    extras = {key: np.stack([a.extras[SINGLE_AGENT][key] for a in acting]) for key in ("log_prob", "value")}
+    dones = rng.random((steps, envs)) < 0.01
+    zeros = np.zeros((steps, envs), dtype=np.float32)
+
+    def rollout() -> Rollout:  # a fresh copy each time: learners may write into it
+        arrays = {"obs": frames[:-1], "next_obs": frames[1:], "actions": actions, "rewards": zeros,
+                  "terminated": dones, "dones": dones, "alive": np.ones((steps, envs), dtype=bool),
+                  "values": extras["value"], "next_values": extras["value"], "advantages": zeros, "returns": zeros}
+        return Rollout(**{key: {SINGLE_AGENT: value.copy()} for key, value in arrays.items()},
+                       extras={SINGLE_AGENT: {key: value.copy() for key, value in extras.items()}})
+
+    seconds: dict[str, list[float]] = {name: [] for name in ALGORITHMS}
+    for _ in range(repeats):
+        for name in ALGORITHMS:
+            batch = rollout()
+            start = time.perf_counter()
+            learners[name].learn(batch)
+            seconds[name].append((time.perf_counter() - start) / (steps * envs))
+    return {name: [min(values)] for name, values in seconds.items()}  # the least disturbed repeat
+
+
 def overhead(title: str, seconds: dict[str, list[float]]) -> None:
     base = float(np.mean(seconds["ppo"]))
     ratios = "  ".join(f"{name} {np.mean(seconds[name]) / base:.2f}x" for name in ALGORITHMS if name != "ppo")
@@ -121,14 +168,26 @@ def main() -> None:
     parser.add_argument("--mario-episode-steps", type=int, default=1000, help="Mario episode time limit (agent steps)")
     parser.add_argument("--set", nargs="*", default=["algo.lr=0.001"], help="overrides for every corridor run")
     parser.add_argument("--mario-set", nargs="*", default=[], help="overrides for every Mario run")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the update-only timing")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 keeps timings comparable)")
     args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
     registry = load_registry(extra_plugins=[("curiosity-benchmark", sys.modules[__name__])])
-    corridor_seconds = corridor(registry, args)
+    corridor_seconds = corridor(registry, args) if args.steps else None
     mario_seconds = mario(registry, args) if args.mario_steps else None
-    print("\n== cost per env step (training wall clock, same machine, same run)")
-    overhead("corridor (MLP)", corridor_seconds)
+    print("\n== cost per env step (wall clock, same machine, same run)")
+    if corridor_seconds:
+        overhead("whole runs, corridor (MLP)      ", corridor_seconds)
     if mario_seconds:
-        overhead("Mario (CNN)   ", mario_seconds)
+        overhead("whole runs, Mario (CNN)         ", mario_seconds)
+    from gymnasium import spaces
+
+    overhead("update only, corridor obs (MLP) ",
+             update_cost(registry, "corridor", spaces.Box(0.0, 1.0, (args.length,), np.float32), 4, args.repeats))
+    overhead("update only, 4x84x84 uint8 (CNN)",
+             update_cost(registry, "frames", spaces.Box(0, 255, (4, 84, 84), np.uint8), 7, args.repeats))
 
 
 if __name__ == "__main__":

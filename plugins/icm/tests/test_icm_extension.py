@@ -116,3 +116,24 @@ def test_state_dict_round_trip_through_a_checkpoint_file(tmp_path):
     fresh.load_state_dict(checkpoint.load(tmp_path / "icm.rlf")["extension"])
     np.testing.assert_array_equal(fresh.intrinsic_rewards(rollout)[SINGLE_AGENT],
                                   trained.intrinsic_rewards(rollout)[SINGLE_AGENT])
+
+
+def test_each_agent_id_gets_its_own_module_and_absent_agents_get_no_reward():
+    from rlf import BuildContext, EnvSpec, Rollout, RunConfig
+
+    spaces_by_agent = {"predator": spaces.Box(0.0, 1.0, (6,), np.float32), "prey": spaces.Box(0.0, 1.0, (3,), np.float32)}
+    spec = EnvSpec("test", ("predator", "prey"), spaces_by_agent, {a: spaces.Discrete(2) for a in spaces_by_agent},
+                   True, 2)
+    extension = ICMExtension(BuildContext(spec, ICMConfig(), RunConfig(algorithm="icm", env="test"), 0, "cpu"))
+    assert extension.module("predator") is not extension.module("prey")
+    rng = np.random.default_rng(0)
+    per_agent = {a: rng.random((4, 2, s.shape[0])).astype(np.float32) for a, s in spaces_by_agent.items()}
+    alive = {"predator": np.ones((4, 2), dtype=bool), "prey": np.array([[1, 1], [1, 0], [0, 0], [0, 0]], dtype=bool)}
+    zeros = {a: np.zeros((4, 2), dtype=np.float32) for a in spaces_by_agent}
+    rollout = Rollout(per_agent, {a: o[::-1].copy() for a, o in per_agent.items()},
+                      {a: rng.integers(0, 2, (4, 2)) for a in spaces_by_agent}, zeros,
+                      {a: np.zeros((4, 2), dtype=bool) for a in spaces_by_agent},
+                      {a: np.zeros((4, 2), dtype=bool) for a in spaces_by_agent}, alive, {}, zeros, zeros, zeros, zeros)
+    rewards = extension.intrinsic_rewards(rollout)
+    assert (rewards["predator"] > 0).all()
+    assert (rewards["prey"][alive["prey"]] > 0).all() and (rewards["prey"][~alive["prey"]] == 0).all()
