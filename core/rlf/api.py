@@ -151,7 +151,7 @@ class Algorithm:
             return trainer.train()
         finally:
             self.counters = trainer.counters
-            self._agent_state = self.strategy.state_dict()["agent"] if self.strategy.agent else None
+            self._agent_state = self.strategy.agent.state_dict() if self.strategy.agent else None
 
     def _write_run_file(self) -> None:
         data = {"format": "rlf-run", "config": self.resolved.as_dict(),
