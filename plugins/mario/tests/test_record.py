@@ -40,5 +40,5 @@ def test_record_mp4(trained, tmp_path):
     trained.evaluate(episodes=1, record=path)
     with imageio.get_reader(path) as reader:
         frames = list(reader.iter_data())  # list(reader) would trust an unknown length
-    assert len(frames) == 24 and frames[0].shape == (240, 256, 3)
+    assert len(frames) == 25 and frames[0].shape == (240, 256, 3)  # the start frame, then one per step
     assert distinct(frames) >= 10

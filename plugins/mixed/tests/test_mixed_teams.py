@@ -7,7 +7,7 @@ from rlf_plugin_cql import CQLAgent
 from rlf_plugin_iql import IQLAgent
 from rlf_plugin_mixed import MixedAgent, MixedConfig, MixedLearner, split_teams
 
-from rlf import ConfigError, EnvSpec, Transitions
+from rlf import ConfigError, EnvSpec, IncompatibleError, Transitions
 
 TEAMS = {"predator_0": "predator", "predator_1": "predator", "prey_0": "prey", "prey_1": "prey"}
 
@@ -33,7 +33,7 @@ def test_only_the_learning_team_exists_when_one_team_learns():
 
 
 def test_an_env_without_known_teams_is_a_config_error():
-    with pytest.raises(ConfigError, match="declares no teams"):
+    with pytest.raises(IncompatibleError, match="declares no teams"):
         split_teams(spec_of(["predator_0"], teams=None))
     with pytest.raises(ConfigError, match="team 'red'"):
         split_teams(spec_of(["predator_0"], teams={"predator_0": "red"}))

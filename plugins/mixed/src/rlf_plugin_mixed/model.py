@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rlf_plugin_cql import CQLAgent
 from rlf_plugin_iql import IQLAgent, StateKeys
 
-from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, StateTree
+from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, IncompatibleError, StateTree
 
 from .config import MixedConfig
 
@@ -28,7 +28,7 @@ def split_teams(spec: EnvSpec) -> dict[str, tuple[str, ...]]:
     """Team name -> its agent ids, in the order the env lists them."""
     teams = spec.metadata.get("teams")
     if not teams:
-        raise ConfigError(f"mixed assigns a learner per team, but environment {spec.name!r} declares no teams; "
+        raise IncompatibleError(f"mixed assigns a learner per team, but environment {spec.name!r} declares no teams; "
                           "use iql or cql on it instead")
     grouped: dict[str, list[str]] = {}
     for agent_id in spec.agent_ids:
