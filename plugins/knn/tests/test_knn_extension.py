@@ -161,3 +161,15 @@ def test_state_dict_round_trip_keeps_the_embedding_and_starts_fresh_episodes(tmp
     trained.memories[SINGLE_AGENT].reset()
     rollout = path_rollout([0, 1, 2, 3, 2, 1])
     np.testing.assert_array_equal(rewards(fresh, rollout), rewards(trained, rollout))
+
+
+def test_a_full_memory_overwrites_its_oldest_embeddings():
+    memory = EpisodicMemory(1, 3, 1, torch.device("cpu"), neighbours=1, kernel_epsilon=1e-3, cluster_distance=0.0,
+                            pseudo_count_constant=1e-3, max_similarity=8.0, distance_momentum=0.0)
+    everyone = torch.ones(1, dtype=torch.bool)
+    for value in (0.0, 10.0, 20.0, 30.0, 40.0):
+        memory.add(torch.tensor([[value]]), everyone)
+    assert memory.filled.tolist() == [3]
+    kept = memory.novelty(torch.tensor([[30.0]]), everyone).item()
+    forgotten = memory.novelty(torch.tensor([[0.0]]), everyone).item()
+    assert forgotten > 10 * kept

@@ -106,7 +106,7 @@ class KNNExtension(PPOExtension):
             if alive.any():
                 episodic.append(float(raw[alive].mean()))
                 extrinsic.append(float(rollout.rewards[agent][alive].mean()))
-            fill.append(float(self.memories[agent].counts.float().mean()))
+            fill.append(float(self.memories[agent].filled.float().mean()))
         episodic_mean = float(np.mean(episodic)) if episodic else 0.0
         self._metrics = {"intrinsic_reward_mean": self.config.intrinsic_coef * episodic_mean,
                          "episodic_reward_mean": episodic_mean,

@@ -105,6 +105,11 @@ class EpisodicMemory:
     def empty(self) -> torch.Tensor:
         return self.counts == 0
 
+    @property
+    def filled(self) -> torch.Tensor:
+        """Embeddings held per env (the count of this episode's states, up to the capacity)."""
+        return torch.clamp(self.counts, max=self.capacity)
+
     def add(self, embeddings: torch.Tensor, mask: torch.Tensor) -> None:
         rows = torch.nonzero(mask).squeeze(1)
         if len(rows) == 0:
@@ -115,7 +120,7 @@ class EpisodicMemory:
 
     def novelty(self, embeddings: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """r = 1/(sqrt(sum_k eps/(d_k/mean_d - xi)_+ + eps) + c), 0 past max_similarity; (N,) for ``embeddings`` (N, D)."""
-        filled = torch.clamp(self.counts, max=self.capacity)
+        filled = self.filled
         k = min(self.neighbours, int(filled.max().item()))
         rewards = torch.zeros(len(embeddings), device=self.device)
         if k == 0:
