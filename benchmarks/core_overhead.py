@@ -4,7 +4,7 @@
 
 Prints (1) the median wall time of `rlf list` with every installed plugin (target < 0.5 s) next
 to a bare `python -c pass`, and (2) env steps/s of `rlf train random --env gym:CartPole-v1`
-(its defaults: 8 in-process envs, CSV + TensorBoard + progress bar) against a bare Gymnasium loop
+(its defaults: 16 in-process envs, CSV + TensorBoard + progress bar) against a bare Gymnasium loop
 with random actions, alternated in one run; the ratio must stay >= 0.8.
 """
 
@@ -68,7 +68,7 @@ def main() -> None:
         ours.append(rlf_loop(args.steps, progress=True))
     b, o = statistics.median(bare), statistics.median(ours)
     print(f"bare gymnasium loop, random actions: {b:,.0f} env steps/s")
-    print(f"rlf train random (8 envs, stats + progress): {o:,.0f} env steps/s")
+    print(f"rlf train random (its default 16 envs, CSV + TensorBoard + progress): {o:,.0f} env steps/s")
     print(f"ratio rlf / bare: {o / b:.2f} (target >= 0.8)")
 
 
