@@ -9,89 +9,19 @@ the rollout.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
+from rlf_plugin_actor_critic.learner import ActorCriticLearner, summarize
 
-from rlf import Learner, Rollout, StateTree
-from rlf.torch_utils import load_optimizer_state, optimizer_state
-
-from .config import A2CConfig
-from .model import RETURN_CLIP, A2CAgent
+__all__ = ["A2CLearner", "summarize"]
 
 
-class A2CLearner(Learner):
-    def __init__(self, agent: A2CAgent, config: A2CConfig):
-        self.agent = agent
-        self.config = config
-        # One optimizer per agent (independent learners), the actor and critic at their own rates.
-        self.optimizers = {
-            agent_id: torch.optim.AdamW([
-                {"params": net.actor.parameters(), "lr": config.actor_lr, "weight_decay": config.actor_weight_decay},
-                {"params": net.critic.parameters(), "lr": config.critic_lr, "weight_decay": 0.0},
-            ])
-            for agent_id, net in agent.nets.items()}
-        self.updates = 0
+class A2CLearner(ActorCriticLearner):
+    """The actor-critic update on n-step targets (the core computes them from ``rollout_steps`` and
+    ``gae_lambda = 1``), with the actor and the critic at their own learning rates."""
 
-    def learn(self, rollout: Rollout) -> dict[str, float]:
-        per_agent: dict[str, dict[str, float]] = {}
-        for agent_id in self.agent.agent_ids:
-            alive = rollout.alive[agent_id].reshape(-1).astype(bool)
-            if not alive.any():
-                continue
-            obs = rollout.obs[agent_id]
-            obs = obs.reshape(-1, *obs.shape[2:])[alive]
-            actions = rollout.actions[agent_id].reshape(-1)[alive] - self.agent.action_starts[agent_id]
-            advantages = rollout.advantages[agent_id].reshape(-1)[alive]
-            returns = rollout.returns[agent_id].reshape(-1)[alive]
-            per_agent[agent_id] = self._update(agent_id, obs, actions, advantages, returns)
-        self.updates += 1
-        return summarize(per_agent, multi_agent=len(self.agent.agent_ids) > 1)
-
-    def _update(self, agent_id: str, obs: np.ndarray, actions: np.ndarray, advantages: np.ndarray,
-                returns: np.ndarray) -> dict[str, float]:
-        normalizer = self.agent.normalizers.get(agent_id)
-        if normalizer is not None:
-            # The critic learns standardised returns (it answers in reward units through the same
-            # statistics); advantages are divided by the same std, which keeps the entropy bonus's
-            # weight meaningful whatever the reward scale.
-            self.agent.observe_returns(agent_id, returns)
-            targets = normalizer.normalize(returns)
-            advantages = np.clip(advantages / normalizer.std, -RETURN_CLIP, RETURN_CLIP)
-        else:
-            targets = returns
-        device = self.agent.device
-        net = self.agent.nets[agent_id]
-        logits, values = net(self.agent.inputs(agent_id, obs))
-        log_probs = torch.log_softmax(logits, dim=-1)
-        taken = log_probs.gather(1, torch.as_tensor(actions, dtype=torch.int64, device=device)[:, None]).squeeze(1)
-        entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
-        policy_loss = -(taken * torch.as_tensor(advantages, dtype=torch.float32, device=device)).mean()
-        value_loss = (values - torch.as_tensor(targets, dtype=torch.float32, device=device)).pow(2).mean()
-        loss = policy_loss + self.config.value_coef * value_loss - self.config.entropy_coef * entropy
-        optimizer = self.optimizers[agent_id]
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        # An infinite bound clips nothing and still measures the norm.
-        grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.max_grad_norm or float("inf"))
-        optimizer.step()
-        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
-                "grad_norm": grad_norm.item()}
-
-    def state_dict(self, include_replay: bool = True) -> StateTree:
-        return {"optimizers": {a: optimizer_state(opt) for a, opt in self.optimizers.items()},
-                "updates": self.updates}
-
-    def load_state_dict(self, state: StateTree) -> None:
-        for agent_id, optimizer in self.optimizers.items():
-            load_optimizer_state(optimizer, state["optimizers"][agent_id])
-        self.updates = int(state["updates"])
-
-
-def summarize(per_agent: dict[str, dict[str, float]], multi_agent: bool) -> dict[str, float]:
-    """Means over agents under the plain names, plus ``name/agent`` columns in multi-agent runs."""
-    if not per_agent:
-        return {}
-    out = {name: float(np.mean([m[name] for m in per_agent.values()])) for name in next(iter(per_agent.values()))}
-    if multi_agent:
-        out.update({f"{name}/{agent_id}": value for agent_id, m in per_agent.items() for name, value in m.items()})
-    return out
+    def make_optimizer(self, net: torch.nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.AdamW([
+            {"params": net.actor.parameters(), "lr": self.config.actor_lr,
+             "weight_decay": self.config.actor_weight_decay},
+            {"params": net.critic.parameters(), "lr": self.config.critic_lr, "weight_decay": 0.0},
+        ])

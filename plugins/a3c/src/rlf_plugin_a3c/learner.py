@@ -19,6 +19,7 @@ import multiprocessing as mp
 
 import numpy as np
 import torch
+from rlf_plugin_actor_critic.learner import summarize
 
 from rlf import BuildContext, Learner, Rollout, StateTree
 from rlf.torch_utils import load_optimizer_state, optimizer_state
@@ -130,13 +131,3 @@ class A3CLearner(Learner):
         if self.lock is not None:
             self._share_optimizer_state()  # loading replaced the state tensors with private ones
         self._updates.fill_(int(state["updates"]))
-
-
-def summarize(per_agent: dict[str, dict[str, float]], multi_agent: bool) -> dict[str, float]:
-    """Means over agents under the plain names, plus ``name/agent`` columns in multi-agent runs."""
-    if not per_agent:
-        return {}
-    out = {name: float(np.mean([m[name] for m in per_agent.values()])) for name in next(iter(per_agent.values()))}
-    if multi_agent:
-        out.update({f"{name}/{agent_id}": value for agent_id, m in per_agent.items() for name, value in m.items()})
-    return out

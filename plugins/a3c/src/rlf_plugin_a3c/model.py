@@ -1,110 +1,26 @@
-"""The networks and the acting agent: an independent actor MLP and critic MLP for every agent id."""
+"""A3C acts exactly like the one-step actor-critic (rlf-plugin-actor-critic), on networks, return
+statistics and a lock that the workers share."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import numpy as np
 import torch
-from gymnasium import spaces
-from torch import nn
+from rlf_plugin_actor_critic.model import RETURN_CLIP, RETURN_MIN_STD, ActorCriticAgent
 
-from rlf import (
-    Acting,
-    Agent,
-    AgentArrays,
-    CheckpointError,
-    EnvSpec,
-    IncompatibleError,
-    RunningNormalizer,
-    StateTree,
-)
-from rlf.torch_utils import to_numpy_tree, to_torch_tree
+from rlf import EnvSpec, RunningNormalizer, StateTree
 
 from .config import A3CConfig
 
-RETURN_CLIP = 10.0
-"""Bound on normalised returns and advantages: a safety net while the statistics are young."""
-RETURN_MIN_STD = 1e-2
-"""Floor of the return std, so a stream of equal returns (all step costs) does not divide by ~0."""
+__all__ = ["RETURN_CLIP", "A3CAgent", "holding"]
 
 
-class ObservationEncoder:
-    """Raw observations to float inputs: one-hot for Discrete; a Box is flattened, and its dimensions
-    with finite bounds are mapped onto [-1, 1] so grid offsets of +-9 do not saturate tanh units."""
-
-    def __init__(self, space: spaces.Space):
-        if isinstance(space, spaces.Discrete):
-            self.one_hot, self.start, self.size = int(space.n), int(space.start), int(space.n)
-            return
-        if not isinstance(space, spaces.Box):
-            raise IncompatibleError(f"a3c reads Box or Discrete observations, not {space}; "
-                                    "flatten the observation in the environment")
-        self.one_hot = 0
-        self.size = int(np.prod(space.shape))
-        low = np.asarray(space.low, dtype=np.float64).reshape(-1)
-        high = np.asarray(space.high, dtype=np.float64).reshape(-1)
-        bounded = np.isfinite(low) & np.isfinite(high) & (high > low)
-        low, high = np.where(bounded, low, -1.0), np.where(bounded, high, 1.0)  # unbounded: left as they are
-        self.center = ((high + low) / 2).astype(np.float32)
-        self.scale = (2 / (high - low)).astype(np.float32)
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        if self.one_hot:
-            return np.eye(self.one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.int64).reshape(-1) - self.start]
-        flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-        return (flat - self.center) * self.scale
-
-
-def mlp(sizes: list[int], out_gain: float) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        layer = nn.Linear(n_in, n_out)
-        last = i == len(sizes) - 2
-        # Orthogonal init keeps activations well scaled; a tiny policy-output gain starts near uniform.
-        nn.init.orthogonal_(layer.weight, out_gain if last else math.sqrt(2))
-        nn.init.zeros_(layer.bias)
-        layers.append(layer)
-        if not last:
-            layers.append(nn.Tanh())
-    return nn.Sequential(*layers)
-
-
-class ActorCriticNet(nn.Module):
-    """Separate actor and critic, so the actor's weight decay and the critic's targets stay apart."""
-
-    def __init__(self, n_inputs: int, n_actions: int, hidden: list[int]):
-        super().__init__()
-        self.actor = mlp([n_inputs, *hidden, n_actions], out_gain=0.01)
-        self.critic = mlp([n_inputs, *hidden, 1], out_gain=1.0)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.actor(x), self.critic(x).squeeze(-1)
-
-
-class A3CAgent(Agent):
-    """Samples from each agent's categorical policy; ``value`` answers in reward units (the critic's
-    output de-normalised with that agent's return statistics), which is what the core's GAE needs."""
+class A3CAgent(ActorCriticAgent):
+    algorithm = "a3c"
 
     def __init__(self, spec: EnvSpec, config: A3CConfig, seed: int, device: torch.device):
-        self.device = device
-        self.agent_ids = spec.agent_ids
-        self.encoders: dict[str, ObservationEncoder] = {}
-        self.nets: dict[str, ActorCriticNet] = {}
-        torch.manual_seed(seed)
-        for agent_id in spec.agent_ids:
-            action_space = spec.action_spaces[agent_id]
-            if not isinstance(action_space, spaces.Discrete):
-                raise IncompatibleError(f"a3c needs Discrete actions; agent {agent_id!r} has {action_space}")
-            encoder = ObservationEncoder(spec.observation_spaces[agent_id])
-            self.encoders[agent_id] = encoder
-            self.nets[agent_id] = ActorCriticNet(encoder.size, int(action_space.n), config.hidden_sizes).to(device)
-        self.action_starts = {a: int(spec.action_spaces[a].start) for a in spec.agent_ids}
-        self.normalizers = ({a: RunningNormalizer(clip=RETURN_CLIP, min_std=RETURN_MIN_STD) for a in spec.agent_ids}
-                            if config.normalize_returns else {})
-        self.generator = torch.Generator().manual_seed(seed)
+        super().__init__(spec, config, seed, device)
         self.update_lock = None
         """Set by the learner when workers share this agent: held while the shared model changes."""
         self._shared_buffers: list[torch.Tensor] = []
@@ -120,71 +36,9 @@ class A3CAgent(Agent):
             self._shared_buffers.append(shared)
             self.normalizers[agent_id] = RunningNormalizer(clip=RETURN_CLIP, min_std=RETURN_MIN_STD, buffer=buffer)
 
-    def inputs(self, agent_id: str, obs: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(self.encoders[agent_id](obs), device=self.device)
-
-    def observe_returns(self, agent_id: str, returns: np.ndarray) -> None:
-        """Fold returns into this agent's statistics and rescale the critic's output layer so that
-        its answers in reward units stay exactly what they were (PopArt's output preservation).
-
-        Without the rescaling every change of the statistics would shift all values at once: on
-        CartPole that made the one-step actor-critic collapse to a one-action policy mid-training.
-        """
-        normalizer = self.normalizers[agent_id]
-        old_mean, old_std = normalizer.mean, normalizer.std
-        normalizer.update(returns)
-        new_mean, new_std = normalizer.mean, normalizer.std
-        head = self.nets[agent_id].critic[-1]
-        with torch.no_grad():
-            head.weight.mul_(float(old_std / new_std))
-            head.bias.mul_(float(old_std / new_std)).add_(float((old_mean - new_mean) / new_std))
-
-    def to_reward_units(self, agent_id: str, critic_out: np.ndarray) -> np.ndarray:
-        normalizer = self.normalizers.get(agent_id)
-        return normalizer.denormalize(critic_out) if normalizer is not None else critic_out
-
-    @torch.no_grad()
-    def act(self, obs: AgentArrays, *, explore: bool = True) -> Acting:
-        actions, extras = {}, {}
-        for agent_id, batch in obs.items():
-            logits, value = self.nets[agent_id](self.inputs(agent_id, batch))
-            log_probs = torch.log_softmax(logits, dim=-1).cpu()
-            if explore:  # sampled on the CPU from this agent's own generator: reproducible on any device
-                chosen = torch.multinomial(log_probs.exp(), 1, generator=self.generator).squeeze(1)
-            else:
-                chosen = log_probs.argmax(dim=-1)
-            actions[agent_id] = chosen.numpy() + self.action_starts[agent_id]
-            extras[agent_id] = {
-                "log_prob": log_probs.gather(1, chosen[:, None]).squeeze(1).numpy(),
-                "value": self.to_reward_units(agent_id, value.cpu().numpy()).astype(np.float32),
-            }
-        return Acting(actions, extras)
-
-    @torch.no_grad()
-    def value(self, obs: AgentArrays) -> AgentArrays:
-        return {agent_id: self.to_reward_units(
-                    agent_id, self.nets[agent_id].critic(self.inputs(agent_id, batch)).squeeze(-1).cpu().numpy()
-                ).astype(np.float32)
-                for agent_id, batch in obs.items()}
-
     def state_dict(self) -> StateTree:
         with holding(self.update_lock):
-            return {"nets": {a: to_numpy_tree(net.state_dict()) for a, net in self.nets.items()},
-                    "normalizers": {a: n.state_dict() for a, n in self.normalizers.items()},
-                    "generator": self.generator.get_state().numpy()}
-
-    def load_state_dict(self, state: StateTree) -> None:
-        try:
-            for agent_id, net in self.nets.items():
-                net.load_state_dict(to_torch_tree(state["nets"][agent_id], self.device))
-            for agent_id, normalizer in self.normalizers.items():
-                normalizer.load_state_dict(state["normalizers"][agent_id])
-            self.generator.set_state(torch.as_tensor(np.asarray(state["generator"], dtype=np.uint8)))
-        except (KeyError, RuntimeError, ValueError) as exc:
-            problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"this checkpoint does not fit a a3c agent built with the current settings "
-                                  f"({type(exc).__name__}: {problem}); load it with the hidden_sizes, "
-                                  "normalize_returns and environment it was trained with") from None
+            return super().state_dict()
 
 
 @contextmanager

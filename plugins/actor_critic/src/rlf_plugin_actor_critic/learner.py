@@ -26,13 +26,15 @@ class ActorCriticLearner(Learner):
         # decoupled from the gradient: coupled L2 (Adam's weight_decay) at 1e-3 outweighs the small early
         # policy gradients once Adam rescales them, and kept the policy near uniform for ~40k steps on
         # the sparse predator-prey grid (benchmarks/actor_critic_family.py measures both).
-        self.optimizers = {
-            agent_id: torch.optim.AdamW([
-                {"params": net.actor.parameters(), "weight_decay": config.actor_weight_decay},
-                {"params": net.critic.parameters(), "weight_decay": 0.0},
-            ], lr=config.lr)
-            for agent_id, net in agent.nets.items()}
+        self.optimizers = {agent_id: self.make_optimizer(net) for agent_id, net in agent.nets.items()}
         self.updates = 0
+
+    def make_optimizer(self, net: torch.nn.Module) -> torch.optim.Optimizer:
+        """One learning rate for actor and critic; rlf-plugin-a2c overrides this with one each."""
+        return torch.optim.AdamW([
+            {"params": net.actor.parameters(), "weight_decay": self.config.actor_weight_decay},
+            {"params": net.critic.parameters(), "weight_decay": 0.0},
+        ], lr=self.config.lr)
 
     def learn(self, rollout: Rollout) -> dict[str, float]:
         per_agent: dict[str, dict[str, float]] = {}

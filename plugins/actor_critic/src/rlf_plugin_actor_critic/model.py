@@ -38,7 +38,7 @@ class ObservationEncoder:
             self.one_hot, self.start, self.size = int(space.n), int(space.start), int(space.n)
             return
         if not isinstance(space, spaces.Box):
-            raise IncompatibleError(f"actor-critic reads Box or Discrete observations, not {space}; "
+            raise IncompatibleError(f"the actor-critic networks read Box or Discrete observations, not {space}; "
                                     "flatten the observation in the environment")
         self.one_hot = 0
         self.size = int(np.prod(space.shape))
@@ -84,7 +84,12 @@ class ActorCriticNet(nn.Module):
 
 class ActorCriticAgent(Agent):
     """Samples from each agent's categorical policy; ``value`` answers in reward units (the critic's
-    output de-normalised with that agent's return statistics), which is what the core's GAE needs."""
+    output de-normalised with that agent's return statistics), which is what the core's GAE needs.
+
+    rlf-plugin-a2c and rlf-plugin-a3c act with this agent too (they differ in how they learn)."""
+
+    algorithm = "actor-critic"
+    """Named in errors; subclasses in other plugins set their own."""
 
     def __init__(self, spec: EnvSpec, config: ActorCriticConfig, seed: int, device: torch.device):
         self.device = device
@@ -95,7 +100,7 @@ class ActorCriticAgent(Agent):
         for agent_id in spec.agent_ids:
             action_space = spec.action_spaces[agent_id]
             if not isinstance(action_space, spaces.Discrete):
-                raise IncompatibleError(f"actor-critic needs Discrete actions; agent {agent_id!r} has {action_space}")
+                raise IncompatibleError(f"{self.algorithm} needs Discrete actions; agent {agent_id!r} has {action_space}")
             encoder = ObservationEncoder(spec.observation_spaces[agent_id])
             self.encoders[agent_id] = encoder
             self.nets[agent_id] = ActorCriticNet(encoder.size, int(action_space.n), config.hidden_sizes).to(device)
@@ -165,6 +170,6 @@ class ActorCriticAgent(Agent):
             self.generator.set_state(torch.as_tensor(np.asarray(state["generator"], dtype=np.uint8)))
         except (KeyError, RuntimeError, ValueError) as exc:
             problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"this checkpoint does not fit a actor-critic agent built with the current settings "
+            raise CheckpointError(f"this checkpoint does not fit an {self.algorithm} agent built with the current settings "
                                   f"({type(exc).__name__}: {problem}); load it with the hidden_sizes, "
                                   "normalize_returns and environment it was trained with") from None
