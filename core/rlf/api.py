@@ -214,7 +214,7 @@ class Algorithm:
             for _ in range(max_steps):
                 batch = envs.step(agent.act(obs, explore=False).actions)
                 rows.extend(tracker.update(batch))
-                if batch.episode_ended.any():
+                if batch.ended_envs:
                     agent.reset_state(batch.episode_ended)
                     if record and batch.final_frames:
                         frames.append(batch.final_frames[0])

@@ -55,6 +55,12 @@ class StepBatch:
     alive: AgentArrays
     """The agent took part in this step."""
     episode_ended: np.ndarray
+    ended_envs: list[int]
+    """The indices where ``episode_ended`` is True, as a Python list: a free test for the common
+    no-episode-ended step, which per-step loops at one env would otherwise pay numpy calls for."""
+    reward_matrix: np.ndarray
+    """(agents, N) float32, rows in ``spec.agent_ids`` order; ``rewards[a]`` are views of its rows,
+    so per-step bookkeeping over every agent is one numpy operation."""
     episode_metrics: dict[int, dict[str, float]]
     """Env index -> metrics reported by episodes that ended at this step."""
     final_frames: dict[int, Any] | None = None
@@ -220,19 +226,21 @@ class GymVector(VectorEnv):
     def step(self, actions: AgentArrays) -> StepBatch:
         obs, rewards, terminated, truncated, infos = self.env.step(actions[SINGLE_AGENT])
         ended = terminated | truncated
+        ended_envs = np.flatnonzero(ended).tolist()
         next_obs = obs
         metrics: dict[int, dict[str, float]] = {}
-        if ended.any():
+        if ended_envs:
             next_obs = obs.copy()
-            for i in np.flatnonzero(ended):
+            for i in ended_envs:
                 next_obs[i] = infos["final_obs"][i]
                 found = _metrics_of(_final_info(infos, i))
                 if found:
-                    metrics[int(i)] = found
+                    metrics[i] = found
         frames = infos.get("final_frame")
-        return StepBatch({SINGLE_AGENT: obs}, {SINGLE_AGENT: next_obs},
-                         {SINGLE_AGENT: rewards.astype(np.float32)},
-                         {SINGLE_AGENT: terminated}, {SINGLE_AGENT: truncated}, self._all_alive, ended, metrics,
+        reward_matrix = rewards.astype(np.float32)[None]
+        return StepBatch({SINGLE_AGENT: obs}, {SINGLE_AGENT: next_obs}, {SINGLE_AGENT: reward_matrix[0]},
+                         {SINGLE_AGENT: terminated}, {SINGLE_AGENT: truncated}, self._all_alive, ended,
+                         ended_envs, reward_matrix, metrics,
                          {i: f for i, f in enumerate(frames) if f is not None} if frames else None)
 
     def close(self) -> None:
@@ -252,6 +260,7 @@ class ParallelVector(VectorEnv):
         self.spec = describe_env(name, self.envs[0], num_envs)
         self._zeros = {a: np.zeros(space.shape, dtype=space.dtype)
                        for a, space in self.spec.observation_spaces.items()}
+        self._row_of = {a: row for row, a in enumerate(self.spec.agent_ids)}
         self._record = False
 
     def render(self):
@@ -281,24 +290,26 @@ class ParallelVector(VectorEnv):
         return self._gather(observations)
 
     def step(self, actions: AgentArrays) -> StepBatch:
-        n, ids = self.num_envs, self.spec.agent_ids
-        rewards = {a: np.zeros(n, dtype=np.float32) for a in ids}
-        terminated = {a: np.zeros(n, dtype=bool) for a in ids}
-        truncated = {a: np.zeros(n, dtype=bool) for a in ids}
-        alive = {a: np.zeros(n, dtype=bool) for a in ids}
-        ended = np.zeros(n, dtype=bool)
-        next_list, obs_list, metrics, frames = [], [], {}, {}
+        # Filled as Python lists and turned into arrays once: with one env and a few agents, a numpy
+        # call per agent and field would cost more than the env's own step.
+        ids, row_of = self.spec.agent_ids, self._row_of
+        chosen = [actions[a].tolist() for a in ids]
+        rewards = [[0.0] * self.num_envs for _ in ids]
+        flags = [[[False] * self.num_envs for _ in ids] for _ in range(3)]  # terminated, truncated, alive
+        terminated, truncated, alive = flags
+        next_list, obs_list, ended_envs, metrics, frames = [], [], [], {}, {}
         for i, env in enumerate(self.envs):
-            present = list(env.agents)
-            obs, rew, term, trunc, infos = env.step({a: int(actions[a][i]) for a in present})
+            present = env.agents
+            obs, rew, term, trunc, infos = env.step({a: chosen[row_of[a]][i] for a in present})
             for a in present:
-                alive[a][i] = True
-                rewards[a][i] = rew.get(a, 0.0)
-                terminated[a][i] = term.get(a, False)
-                truncated[a][i] = trunc.get(a, False)
+                row = row_of[a]
+                alive[row][i] = True
+                rewards[row][i] = rew.get(a, 0.0)
+                terminated[row][i] = term.get(a, False)
+                truncated[row][i] = trunc.get(a, False)
             next_list.append(obs)
             if not env.agents:
-                ended[i] = True
+                ended_envs.append(i)
                 found: dict[str, float] = {}
                 for info in infos.values():
                     found.update(_metrics_of(info))
@@ -308,8 +319,19 @@ class ParallelVector(VectorEnv):
                     frames[i] = env.render()
                 obs, _ = env.reset()
             obs_list.append(obs)
-        return StepBatch(self._gather(obs_list), self._gather(next_list), rewards, terminated, truncated,
-                         alive, ended, metrics, frames or None)
+        reward_matrix = np.array(rewards, dtype=np.float32)
+        flag_arrays = np.array(flags, dtype=bool)
+        ended = np.zeros(self.num_envs, dtype=bool)
+        ended[ended_envs] = True
+        next_obs = self._gather(next_list)
+        # Without an episode end the next observations are the ones to act on: share the arrays, as
+        # the Gymnasium path does.
+        return StepBatch(self._gather(obs_list) if ended_envs else next_obs, next_obs,
+                         self._rows(reward_matrix), self._rows(flag_arrays[0]), self._rows(flag_arrays[1]),
+                         self._rows(flag_arrays[2]), ended, ended_envs, reward_matrix, metrics, frames or None)
+
+    def _rows(self, matrix: np.ndarray) -> AgentArrays:
+        return dict(zip(self.spec.agent_ids, matrix, strict=True))
 
     def close(self) -> None:
         for env in self.envs:

@@ -16,14 +16,14 @@ class EpsilonSchedule:
         self.episodes = 0
 
     def advance(self, env_steps: int, episodes_ended: int) -> float:
-        config = self.config
         self.env_steps += env_steps
         self.episodes += episodes_ended
-        if config.schedule == "per_episode":
-            self.value = max(config.end, config.start * config.decay ** self.episodes)
-        elif config.schedule == "per_step":
+        config = self.config
+        if config.schedule == "per_step":
             fraction = min(1.0, self.env_steps / config.decay_steps)
             self.value = config.start + fraction * (config.end - config.start)
+        elif episodes_ended and config.schedule == "per_episode":  # called every step: skip the no-op
+            self.value = max(config.end, config.start * config.decay ** self.episodes)
         return self.value
 
     def state_dict(self) -> dict:

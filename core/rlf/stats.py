@@ -24,7 +24,7 @@ from pathlib import Path
 class CsvLog:
     """Append rows to a CSV whose columns may grow: a new key rewrites the header once.
 
-    Each row is flushed, so a crash loses at most the row being written.
+    Each ``write`` is flushed, so a crash loses at most the rows being written.
     """
 
     def __init__(self, path: Path):
@@ -43,10 +43,15 @@ class CsvLog:
             self._writer.writeheader()
 
     def write(self, row: dict[str, float]) -> None:
-        new = [key for key in row if key not in self.columns]
-        if new:
-            self._widen(new)
-        self._writer.writerow({k: _fmt(v) for k, v in row.items()})
+        self.write_many([row])
+
+    def write_many(self, rows: list[dict[str, float]]) -> None:
+        """Rows in order, then one flush (a short episode every few env steps makes flushes add up)."""
+        for row in rows:
+            new = [key for key in row if key not in self.columns]
+            if new:
+                self._widen(new)
+            self._writer.writerow({k: _fmt(v) for k, v in row.items()})
         self._handle.flush()
 
     def _widen(self, new: list[str]) -> None:

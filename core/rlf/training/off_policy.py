@@ -67,11 +67,10 @@ class OffPolicyStrategy(BaseStrategy):
                                                 batch.episode_ended))
             if metrics:
                 learned.append(metrics)
-            ended = batch.episode_ended
-            if ended.any():
+            if batch.ended_envs:
                 episodes.extend(tracker.update(batch, agent.metrics()))
-                agent.reset_state(ended)
-                agent.on_progress(n, int(ended.sum()))
+                agent.reset_state(batch.episode_ended)
+                agent.on_progress(n, len(batch.ended_envs))
             else:
                 tracker.update(batch)
                 agent.on_progress(n, 0)
@@ -251,12 +250,12 @@ def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> Non
                         columns[name][a].append(np.asarray(source[a]))
                 ended = batch.episode_ended
                 ended_steps.append(ended.copy())
-                if ended.any():
+                if batch.ended_envs:
                     episodes.extend((t, row) for row in tracker.update(batch, agent.metrics()))
                     agent.reset_state(ended)
                 else:
                     tracker.update(batch)
-                agent.on_progress(n, int(ended.sum()))
+                agent.on_progress(n, len(batch.ended_envs))
                 obs = batch.obs
             chunk = {"steps": chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
                      "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}

@@ -71,9 +71,9 @@ def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: E
         if any(mask.any() for mask in truncated.values()):
             next_value_fix.append((t, truncated, agent.value(batch.next_obs)))
         episodes.extend(tracker.update(batch))
-        if batch.episode_ended.any():
+        if batch.ended_envs:
             agent.reset_state(batch.episode_ended)
-        agent.on_progress(envs.num_envs, int(batch.episode_ended.sum()))
+        agent.on_progress(envs.num_envs, len(batch.ended_envs))
         obs = batch.obs
 
     last_values = agent.value(obs)

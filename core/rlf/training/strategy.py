@@ -3,6 +3,7 @@ save and log; a strategy only knows how to do one more unit of work."""
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,33 +53,34 @@ class EpisodeTracker:
     def __init__(self, agent_ids: tuple[str, ...], num_envs: int, multi_agent: bool):
         self.agent_ids = agent_ids
         self.multi_agent = multi_agent
-        self.returns = {a: np.zeros(num_envs) for a in agent_ids}
-        self.lengths = np.zeros(num_envs, dtype=np.int64)
+        self.returns = np.zeros((len(agent_ids), num_envs))
+        # lengths as (steps so far - step the episode started at): no per-step array update
+        self.steps = 0
+        self.started = [0] * num_envs
         self.episodes = 0
 
     def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
-        self.lengths += 1
-        for a in self.agent_ids:
-            self.returns[a] += batch.rewards[a]
+        self.steps += 1
+        self.returns += batch.reward_matrix
+        if not batch.ended_envs:
+            return []
         rows = []
-        if not batch.episode_ended.any():
-            return rows
-        for i in np.flatnonzero(batch.episode_ended):
+        for i in batch.ended_envs:
             self.episodes += 1
-            row: dict[str, float] = {"episode": float(self.episodes), "length": float(self.lengths[i])}
+            returns = self.returns[:, i].tolist()
+            row: dict[str, float] = {"episode": float(self.episodes), "length": float(self.steps - self.started[i])}
             if self.multi_agent:
-                for a in self.agent_ids:
-                    row[f"return/{a}"] = float(self.returns[a][i])
-                row["return"] = float(np.mean([self.returns[a][i] for a in self.agent_ids]))
+                for a, value in zip(self.agent_ids, returns, strict=True):
+                    row[f"return/{a}"] = value
+                row["return"] = sum(returns) / len(returns)
             else:
-                row["return"] = float(self.returns[self.agent_ids[0]][i])
-            row.update(batch.episode_metrics.get(int(i), {}))
+                row["return"] = returns[0]
+            row.update(batch.episode_metrics.get(i, {}))
             if extra:
                 row.update(extra)
             rows.append(row)
-            self.lengths[i] = 0
-            for a in self.agent_ids:
-                self.returns[a][i] = 0.0
+            self.started[i] = self.steps
+            self.returns[:, i] = 0.0
         return rows
 
     def state_dict(self) -> StateTree:
@@ -89,11 +91,12 @@ class EpisodeTracker:
 
 
 def average_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Mean of each key over the rows that have it."""
     totals: dict[str, list[float]] = {}
     for row in rows:
         for key, value in row.items():
             totals.setdefault(key, []).append(float(value))
-    return {key: float(np.mean(values)) for key, values in totals.items()}
+    return {key: math.fsum(values) / len(values) for key, values in totals.items()}
 
 
 class BaseStrategy(TrainStrategy):

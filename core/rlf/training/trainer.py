@@ -70,10 +70,10 @@ class Trainer:
                 window_steps += result.env_steps
                 if result.metrics:
                     pending.append(result.metrics)
-                for row in result.episodes:
-                    counters["episodes"] += 1
-                    recent.append(row)
-                    episodes_log.write({"env_step": counters["env_steps"], **row})
+                if result.episodes:
+                    counters["episodes"] += len(result.episodes)
+                    recent.extend(result.episodes)
+                    episodes_log.write_many([{"env_step": counters["env_steps"], **row} for row in result.episodes])
                 progress.update(result.env_steps,
                                 lambda: {**(pending[-1] if pending else {}), **_episode_means(recent)})
                 if counters["env_steps"] >= next_log or counters["env_steps"] >= run.steps:

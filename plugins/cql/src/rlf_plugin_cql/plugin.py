@@ -11,4 +11,5 @@ def rlf_register_algorithms(register):
 
     register("cql", build_agent="rlf_plugin_cql.factory:build_agent",
              build_learner="rlf_plugin_cql.factory:build_learner", family=StrategyFamily.OFF_POLICY,
-             config=CQLConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True)
+             config=CQLConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True,
+             run_defaults={"num_envs": 8})

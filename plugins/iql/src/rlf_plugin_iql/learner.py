@@ -34,12 +34,22 @@ class IQLLearner(Learner):
             actions = experience.actions[agent_id].tolist()
             rewards = experience.rewards[agent_id].tolist()
             terminated = experience.terminated[agent_id].tolist()
+            index, values, n_actions = table.index, table.values, table.n_actions
             for i, taking_part in enumerate(alive):
                 if not taking_part:
                     continue
-                row = table.row(keys[i])
-                bootstrap = 0.0 if terminated[i] else table.max_q(next_keys[i])
-                values, action = table.values, actions[i]
+                row = index.get(keys[i])
+                if row is None:
+                    row = table.row(keys[i])
+                    values = table.values  # adding a row may have grown the matrix
+                bootstrap = 0.0
+                if not terminated[i]:
+                    following = index.get(next_keys[i])
+                    if following is not None:
+                        # a short row is cheaper as a Python list than through numpy's reduction machinery
+                        bootstrap = (max(values[following].tolist()) if n_actions <= 32
+                                     else float(values[following].max()))
+                action = actions[i]
                 current = values.item(row, action)  # a Python float: cheaper arithmetic than numpy scalars
                 td = rewards[i] + gamma * bootstrap - current
                 values[row, action] = current + alpha * td

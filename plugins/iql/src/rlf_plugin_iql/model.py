@@ -192,14 +192,14 @@ class IQLAgent(Agent):
         for agent_id in self.agent_ids:
             batch = obs[agent_id]
             table, n = self.tables[agent_id], self.n_actions[agent_id]
-            chosen = np.empty(len(batch), dtype=np.int64)
-            for i, key in enumerate(self.keys(agent_id, batch)):
+            chosen = []  # a list, made an array once: cheaper than numpy item assignment per row
+            for key in self.keys(agent_id, batch):
                 if epsilon and rng.random() < epsilon:
-                    chosen[i] = int(rng.random() * n)
+                    chosen.append(int(rng.random() * n))
                     continue
                 found = table.index.get(key)
-                chosen[i] = int(rng.random() * n) if found is None else greedy(table.values[found].tolist(), rng)
-            actions[agent_id] = chosen
+                chosen.append(int(rng.random() * n) if found is None else greedy(table.values[found].tolist(), rng))
+            actions[agent_id] = np.array(chosen, dtype=np.int64)
         return Acting(actions)
 
     def on_progress(self, env_steps: int, episodes_ended: int) -> None:

@@ -11,4 +11,5 @@ def rlf_register_algorithms(register):
 
     register("iql", build_agent="rlf_plugin_iql.factory:build_agent",
              build_learner="rlf_plugin_iql.factory:build_learner", family=StrategyFamily.OFF_POLICY,
-             config=IQLConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True)
+             config=IQLConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True,
+             run_defaults={"num_envs": 8})

@@ -11,4 +11,5 @@ def rlf_register_algorithms(register):
 
     register("mixed", build_agent="rlf_plugin_mixed.factory:build_agent",
              build_learner="rlf_plugin_mixed.factory:build_learner", family=StrategyFamily.OFF_POLICY,
-             config=MixedConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True)
+             config=MixedConfig, default_env="predator-prey", action_spaces=("discrete",), multi_agent=True,
+             run_defaults={"num_envs": 8})
