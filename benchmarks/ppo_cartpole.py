@@ -62,7 +62,8 @@ def timed_registry(timers: Timers):
 
 def run(mode: str, steps: int, seed: int, overrides: list[str]) -> dict[str, float]:
     timers = Timers()
-    originals = [(GymVector, "step", "env"), (ParallelVector, "step", "env"),
+    originals = [(GymVector, "step", "env"), (GymVector, "step_async", "env"), (GymVector, "step_wait", "env"),
+                 (ParallelVector, "step", "env"),
                  (OnPolicyStrategy, "setup", "setup"), (OnPolicyStrategy, "teardown", "setup")]
     saved = [(cls, attribute, getattr(cls, attribute)) for cls, attribute, _ in originals]
     for cls, attribute, name in originals:

@@ -116,6 +116,12 @@ class Transitions:
 class Agent(ABC):
     """Acts on batched observations. Independent of how it is trained."""
 
+    rows_independent: bool = False
+    """True if ``act`` treats each env's row on its own and nothing but the weights (no per-env
+    memory, nothing ``reset_state`` or ``on_progress`` changes) decides how it acts. The on-policy
+    strategy may then act on some envs while others step (subprocess envs): same results per row,
+    less waiting."""
+
     @abstractmethod
     def act(self, obs: AgentArrays, *, explore: bool = True) -> Acting:
         """Actions for every agent id in ``obs``; ``explore=False`` is greedy (evaluation)."""

@@ -13,11 +13,12 @@ import multiprocessing as mp
 import queue
 import time
 import traceback
+from collections.abc import Iterator
 
 import numpy as np
 
-from ..envs import make_vector_env
-from ..interfaces import Agent, AgentArrays, Rollout
+from ..envs import StepBatch, VectorEnv, make_vector_env
+from ..interfaces import Acting, Agent, AgentArrays, Rollout
 from ..plugins import StrategyFamily
 from .strategy import BaseStrategy, EpisodeTracker, StepResult
 
@@ -41,6 +42,46 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray
     return advantages, advantages + values
 
 
+def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays,
+           steps: int) -> Iterator[tuple[AgentArrays, Acting, StepBatch]]:
+    """(observations, acting, step result) for each vector step.
+
+    With envs in several parts (subprocess groups) and an agent whose rows are independent, each
+    part's next actions are computed as soon as that part has stepped, while the other parts are
+    still stepping: the emulator workers keep the cores busy instead of waiting for inference.
+    """
+    parts = envs.parts
+    if len(parts) == 1 or not agent.rows_independent:
+        for _ in range(steps):
+            acting = agent.act(obs, explore=True)
+            batch = envs.step(acting.actions)
+            yield obs, acting, batch
+            obs = batch.obs
+        return
+    current = []
+    for index, rows in enumerate(parts):
+        current.append(agent.act({a: batch[rows] for a, batch in obs.items()}, explore=True))
+        envs.step_async(index, current[-1].actions)
+    for t in range(steps):
+        results, upcoming = [], []
+        for index in range(len(parts)):
+            result = envs.step_wait(index)
+            results.append(result)
+            if t + 1 < steps:
+                upcoming.append(agent.act(result.obs, explore=True))
+                envs.step_async(index, upcoming[-1].actions)
+        batch = StepBatch.concat(results)
+        yield obs, _concat_acting(current), batch
+        obs, current = batch.obs, upcoming
+
+
+def _concat_acting(parts: list[Acting]) -> Acting:
+    first = parts[0]
+    return Acting({a: np.concatenate([part.actions[a] for part in parts]) for a in first.actions},
+                  {a: {key: np.concatenate([part.extras[a][key] for part in parts]) for key in extras}
+                   for a, extras in first.extras.items()})
+
+
 def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: EpisodeTracker,
                     gamma: float, gae_lambda: float) -> tuple[Rollout, AgentArrays, list[dict[str, float]]]:
     ids = envs.spec.agent_ids
@@ -54,11 +95,9 @@ def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: E
     extra_buf: dict[str, dict[str, list]] = {a: {} for a in ids}
     next_value_fix: list[tuple[int, dict[str, np.ndarray], dict[str, np.ndarray]]] = []
     episodes: list[dict[str, float]] = []
-    for t in range(steps):
-        acting = agent.act(obs, explore=True)
-        batch = envs.step(acting.actions)
+    for t, (acted_on, acting, batch) in enumerate(_steps(envs, agent, obs, steps)):
         for a in ids:
-            obs_buf[a].append(obs[a])
+            obs_buf[a].append(acted_on[a])
             next_buf[a].append(batch.next_obs[a])
             act_buf[a].append(acting.actions[a])
             rew_buf[a].append(batch.rewards[a])

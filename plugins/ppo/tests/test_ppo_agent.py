@@ -146,3 +146,24 @@ def test_small_networks_run_torch_on_one_thread():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+def test_cnn_agents_act_on_one_thread_and_learn_on_torchs_default():
+    from rlf_plugin_ppo.model import DEFAULT_TORCH_THREADS
+
+    threads = torch.get_num_threads()
+    try:
+        spec = single_spec(obs_space=IMAGE, action_space=spaces.Discrete(7), num_envs=2)
+        agent = build_agent(make_context(spec))
+        assert torch.get_num_threads() == 1
+        agent.threads.for_learning()
+        assert torch.get_num_threads() == DEFAULT_TORCH_THREADS
+        agent.act(obs_batch(spec, n=2))
+        assert torch.get_num_threads() == 1
+        pinned = build_agent(make_context(spec, torch_threads=2))
+        pinned.threads.for_learning()
+        assert torch.get_num_threads() == 2
+        pinned.act(obs_batch(spec, n=2))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)

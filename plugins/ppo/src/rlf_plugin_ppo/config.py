@@ -42,7 +42,8 @@ class PPOConfig(OnPolicyConfig):
     cnn_features: int = Field(512, ge=16, le=4096, description="CNN: width of the dense layer after the convolutions.")
     torch_threads: int = Field(
         0, ge=0, le=1024,
-        description="CPU threads torch uses in this process (0 = auto: 1 for MLPs, torch's default for CNNs).")
+        description="CPU threads torch uses in this process (0 = auto: 1 for MLPs; for CNNs 1 while acting "
+                    "and torch's default while learning).")
 
     @field_validator("hidden_sizes")
     @classmethod

@@ -86,6 +86,7 @@ class PPOLearner(Learner):
 
     # -- the update -----------------------------------------------------------------------------
     def learn(self, rollout: Rollout) -> dict[str, float]:
+        self.agent.threads.for_learning()
         learning_rate = self._set_learning_rate()
         advantages, returns = self._targets(rollout)
         self.last_advantages, self.last_returns = advantages, returns

@@ -149,12 +149,37 @@ def build_network(agent_id: str, obs_space: spaces.Space, action_space: spaces.S
     return MLPActorCritic(obs_space, int(action_space.n), config.hidden_sizes, config.activation)
 
 
+DEFAULT_TORCH_THREADS = torch.get_num_threads()
+"""torch's own choice for this machine, read before any agent changes it."""
+
+
+class TorchThreads:
+    """torch's CPU thread count (a per-process setting) for acting and for learning; None: leave it."""
+
+    def __init__(self, acting: int | None, learning: int | None):
+        self.acting = acting
+        self.learning = learning
+
+    def for_acting(self) -> None:
+        self._use(self.acting)
+
+    def for_learning(self) -> None:
+        self._use(self.learning)
+
+    @staticmethod
+    def _use(threads: int | None) -> None:
+        if threads and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
 class PPOAgent(Agent):
     """Samples from a categorical policy (``explore=True``) or takes its argmax (``explore=False``).
 
     Every agent id gets its own network, built from the spaces of that id; nothing is shared, so a
     multi-agent env is independent learning. All envs of the vector go through one forward pass.
     """
+
+    rows_independent = True  # a pure function of observation, weights and the sampling stream
 
     def __init__(self, spec: EnvSpec, config: PPOConfig, seed: int, device: str = "cpu"):
         self.spec = spec
@@ -170,21 +195,25 @@ class PPOAgent(Agent):
                 for agent_id in spec.agent_ids}
         for network in self.networks.values():
             network.to(self.device)
-        self._limit_threads()
+        self.threads = self._plan_threads()
+        self.threads.for_acting()
         self.action_offsets = {agent_id: int(spec.action_spaces[agent_id].start) for agent_id in spec.agent_ids}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
 
-    def _limit_threads(self) -> None:
+    def _plan_threads(self) -> TorchThreads:
         if self.device.type != "cpu":
-            return
-        threads = self.config.torch_threads
-        if threads == 0 and all(isinstance(n, MLPActorCritic) for n in self.networks.values()):
+            return TorchThreads(None, None)
+        if self.config.torch_threads:
+            return TorchThreads(self.config.torch_threads, self.config.torch_threads)
+        if all(isinstance(n, MLPActorCritic) for n in self.networks.values()):
             # Small MLPs gain nothing from intra-op threads, and on a busy machine the threads'
             # synchronisation made each forward pass ~30x slower (measured: 3.2 ms vs 0.1 ms).
-            threads = 1
-        if threads:
-            torch.set_num_threads(threads)
+            return TorchThreads(1, 1)
+        # A CNN acts on a batch of a few images while the env workers need every core: a second
+        # thread there cost Mario collection a third of its speed (benchmarks/ppo_mario.py). The
+        # update, with the envs idle, gets torch's default.
+        return TorchThreads(1, DEFAULT_TORCH_THREADS)
 
     def tensor(self, array: np.ndarray) -> torch.Tensor:
         array = np.asarray(array)
@@ -194,6 +223,7 @@ class PPOAgent(Agent):
 
     @torch.inference_mode()
     def act(self, obs: AgentArrays, *, explore: bool = True) -> Acting:
+        self.threads.for_acting()
         actions: AgentArrays = {}
         extras: dict[str, dict[str, np.ndarray]] = {}
         for agent_id, batch in obs.items():
@@ -210,6 +240,7 @@ class PPOAgent(Agent):
 
     @torch.inference_mode()
     def value(self, obs: AgentArrays) -> AgentArrays:
+        self.threads.for_acting()
         return {agent_id: self.networks[agent_id].value(self.tensor(batch)).cpu().numpy()
                 for agent_id, batch in obs.items()}
 
