@@ -177,6 +177,7 @@ class Progress:
     def __init__(self, total: int, initial: int, enabled: bool, description: str):
         self.bar = None
         self._shown_at = 0.0
+        self._latest: Callable[[], dict[str, float]] | None = None
         if enabled:
             from tqdm import tqdm
 
@@ -187,15 +188,21 @@ class Progress:
         """``latest`` is only called when the bar is about to redraw: metrics cost nothing in between."""
         if self.bar is None:
             return
+        self._latest = latest
         now = time.monotonic()
         if now - self._shown_at >= self.bar.mininterval:
             self._shown_at = now
-            shown = {k: f"{v:.3g}" for k, v in latest().items()
-                     if any(k == h or k.endswith("/" + h) or k.startswith(h) for h in self.HEADLINE)}
-            if shown:
-                self.bar.set_postfix(shown, refresh=False)
+            self._show(latest)
         self.bar.update(steps)
+
+    def _show(self, latest: Callable[[], dict[str, float]]) -> None:
+        shown = {k: f"{v:.3g}" for k, v in latest().items()
+                 if any(k == h or k.endswith("/" + h) or k.startswith(h) for h in self.HEADLINE)}
+        if shown:
+            self.bar.set_postfix(shown, refresh=False)
 
     def close(self) -> None:
         if self.bar is not None:
+            if self._latest is not None:  # the last line left on screen shows the final values
+                self._show(self._latest)
             self.bar.close()
