@@ -60,7 +60,7 @@ def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays,
         return
     current = []
     for index, rows in enumerate(parts):
-        current.append(agent.act({a: batch[rows] for a, batch in obs.items()}, explore=True))
+        current.append(agent.act({a: array[rows] for a, array in obs.items()}, explore=True))
         envs.step_async(index, current[-1].actions)
     for t in range(steps):
         results, upcoming = [], []
