@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.extension import Minibatch, PPOExtension
+from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
 
 from rlf import BuildContext, Rollout
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
@@ -27,11 +27,6 @@ CHUNK = 1024
 
 MODULE_SEED_OFFSET = 4_243
 """The embedding gets its own seed so building it does not shift the policy's initialisation."""
-
-
-def flat(array: np.ndarray) -> np.ndarray:
-    """(T, N, ...) -> (T*N, ...), the order PPO's minibatch indices refer to."""
-    return array.reshape(array.shape[0] * array.shape[1], *array.shape[2:])
 
 
 class KNNExtension(PPOExtension):

@@ -7,33 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
-from rlf_plugin_ppo.model import ObservationEncoder, image_layout
+from rlf_plugin_ppo.model import ObsInput
 from torch import nn
 from torch.nn import functional as F
-
-
-class ObsInput(nn.Module):
-    """PPO's own observation encoding (one-hot ids, pixels / 255), channels-first for images, flat otherwise.
-
-    The image rule is PPO's ``network`` setting, so curiosity sees observations the way the policy does.
-    """
-
-    def __init__(self, space: spaces.Space, network: str):
-        super().__init__()
-        self.encode = ObservationEncoder(space)
-        layout = image_layout(space)
-        self.image = network == "cnn" or (network == "auto" and layout is not None)
-        self.channels_last = self.image and layout == "hwc"
-        if self.image:
-            self.shape = tuple(space.shape) if layout == "chw" else (space.shape[2], *space.shape[:2])
-        else:
-            self.shape = (self.encode.one_hot or int(np.prod(space.shape)),)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.encode(obs)
-        if not self.image:
-            return x.reshape(len(x), -1)
-        return x.permute(0, 3, 1, 2) if self.channels_last else x
 
 
 class Embedding(nn.Module):

@@ -14,6 +14,7 @@ _EXPORTS = {
     "PPOLearner": "learner",
     "PPOExtension": "extension",
     "Minibatch": "extension",
+    "ObsInput": "model",
 }
 
 

@@ -45,6 +45,11 @@ if TYPE_CHECKING:
     from rlf import Rollout
 
 
+def flat(array: np.ndarray) -> np.ndarray:
+    """(T, N, ...) -> (T*N, ...): a rollout array in the order ``Minibatch.indices`` refer to."""
+    return array.reshape(array.shape[0] * array.shape[1], *array.shape[2:])
+
+
 @dataclass
 class Minibatch:
     """One minibatch of one agent's flattened rollout, as torch tensors on the learner's device."""

@@ -62,6 +62,31 @@ class ObservationEncoder(nn.Module):
         return x * self.scale if self.scale != 1.0 else x
 
 
+class ObsInput(nn.Module):
+    """PPO's observation encoding (one-hot ids, pixels / 255), channels-first for images, flat otherwise.
+
+    For extensions' own networks: with the same ``network`` setting as the policy, they see
+    observations the way the policy does (``shape`` is what their first layer gets).
+    """
+
+    def __init__(self, space: spaces.Space, network: str):
+        super().__init__()
+        self.encode = ObservationEncoder(space)
+        layout = image_layout(space)
+        self.image = network == "cnn" or (network == "auto" and layout is not None)
+        self.channels_last = self.image and layout == "hwc"
+        if self.image:
+            self.shape = tuple(space.shape) if layout == "chw" else (space.shape[2], *space.shape[:2])
+        else:
+            self.shape = (self.encode.one_hot or int(np.prod(space.shape)),)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.encode(obs)
+        if not self.image:
+            return x.reshape(len(x), -1)
+        return x.permute(0, 3, 1, 2) if self.channels_last else x
+
+
 class MLPActorCritic(nn.Module):
     """Separate actor and critic MLPs: on small control tasks sharing a torso lets the value loss
     disturb the policy features."""

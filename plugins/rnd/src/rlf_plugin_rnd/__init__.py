@@ -10,7 +10,6 @@ _EXPORTS = {
     "RNDConfig": "config",
     "RNDExtension": "learner",
     "RNDNetworks": "model",
-    "RunningMeanStd": "model",
     "build_agent": "factory",
     "build_learner": "factory",
 }

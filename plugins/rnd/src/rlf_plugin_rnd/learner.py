@@ -14,24 +14,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.extension import Minibatch, PPOExtension
+from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
 
-from rlf import BuildContext, Rollout, compute_gae
+from rlf import BuildContext, Rollout, RunningNormalizer, compute_gae
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
 
 from .config import RNDConfig
-from .model import RNDNetworks, RunningMeanStd
+from .model import RNDNetworks
 
 CHUNK = 1024
 """Samples per forward pass when scoring a whole rollout (bounds memory on image rollouts)."""
 
 MODULE_SEED_OFFSET = 9_001
 """RND weights get their own seed so building them does not shift the policy's initialisation."""
-
-
-def flat(array: np.ndarray) -> np.ndarray:
-    """(T, N, ...) -> (T*N, ...), the order PPO's minibatch indices refer to."""
-    return array.reshape(array.shape[0] * array.shape[1], *array.shape[2:])
 
 
 class RNDExtension(PPOExtension):
@@ -51,8 +46,9 @@ class RNDExtension(PPOExtension):
                                               config.output_dim, config.hidden_size)
                 for agent in spec.agent_ids})
         self.networks.to(self.device)
-        self.obs_stats = {agent: RunningMeanStd(self.net(agent).rnd_shape) for agent in spec.agent_ids}
-        self.return_stats = {agent: RunningMeanStd() for agent in spec.agent_ids}
+        # only their mean and variance are read (RND clips with its own obs_clip), hence no clip here
+        self.obs_stats = {agent: RunningNormalizer(self.net(agent).rnd_shape, clip=None) for agent in spec.agent_ids}
+        self.return_stats = {agent: RunningNormalizer(clip=None) for agent in spec.agent_ids}
         self.running_returns = {agent: np.zeros(spec.num_envs, dtype=np.float64) for agent in spec.agent_ids}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(context.seed + MODULE_SEED_OFFSET)

@@ -2,65 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from gymnasium import spaces
-from rlf_plugin_ppo.model import ObservationEncoder, image_layout
+from rlf_plugin_ppo.model import ObsInput
 from torch import nn
-
-
-class ObsInput(nn.Module):
-    """PPO's own observation encoding (one-hot ids, pixels / 255), channels-first for images, flat otherwise.
-
-    The image rule is PPO's ``network`` setting, so curiosity sees observations the way the policy does.
-    """
-
-    def __init__(self, space: spaces.Space, network: str):
-        super().__init__()
-        self.encode = ObservationEncoder(space)
-        layout = image_layout(space)
-        self.image = network == "cnn" or (network == "auto" and layout is not None)
-        self.channels_last = self.image and layout == "hwc"
-        if self.image:
-            self.shape = tuple(space.shape) if layout == "chw" else (space.shape[2], *space.shape[:2])
-        else:
-            self.shape = (self.encode.one_hot or int(np.prod(space.shape)),)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.encode(obs)
-        if not self.image:
-            return x.reshape(len(x), -1)
-        return x.permute(0, 3, 1, 2) if self.channels_last else x
-
-
-class RunningMeanStd:
-    """Mean and variance over every sample seen, merged batch by batch (Chan et al.'s parallel update)."""
-
-    def __init__(self, shape: tuple[int, ...] = ()):
-        self.mean = np.zeros(shape, dtype=np.float64)
-        self.var = np.ones(shape, dtype=np.float64)
-        self.count = 1e-4
-
-    def update(self, batch: np.ndarray) -> None:
-        if len(batch) == 0:
-            return
-        batch_mean, batch_var, batch_count = batch.mean(axis=0), batch.var(axis=0), len(batch)
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
-        self.mean = self.mean + delta * batch_count / total
-        m2 = self.var * self.count + batch_var * batch_count + delta**2 * self.count * batch_count / total
-        self.var = m2 / total
-        self.count = total
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": float(self.count)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.mean = np.array(state["mean"], dtype=np.float64)
-        self.var = np.array(state["var"], dtype=np.float64)
-        self.count = float(state["count"])
 
 
 def _orthogonal(module: nn.Module, gain: float = np.sqrt(2)) -> nn.Module:
