@@ -5,11 +5,10 @@ advantages with them, and with ``gae_lambda = 1`` those are exactly A2C's n-step
 from __future__ import annotations
 
 from pydantic import Field, field_validator
+from rlf_plugin_actor_critic.config import ActorCriticFamilyConfig
 
-from rlf import OnPolicyConfig
 
-
-class A2CConfig(OnPolicyConfig):
+class A2CConfig(ActorCriticFamilyConfig):
     """Synchronous n-step advantage actor-critic (PPAGE's A2C), one actor and critic per agent."""
 
     async_workers: int = Field(
@@ -21,26 +20,12 @@ class A2CConfig(OnPolicyConfig):
         description="1 = n-step returns bootstrapped at the rollout's end (A2C); below 1 = GAE over the rollout.")
     actor_lr: float = Field(3e-4, gt=0.0, le=1.0, description="AdamW learning rate of the actor.")
     critic_lr: float = Field(1e-3, gt=0.0, le=1.0, description="AdamW learning rate of the critic.")
-    value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the critic's squared-error loss.")
     entropy_coef: float = Field(0.05, ge=0.0, le=10.0, description="Weight of the policy entropy bonus.")
     actor_weight_decay: float = Field(
         0.0, ge=0.0, le=1.0, description="Decoupled (AdamW) weight decay on the actor's parameters only.")
     normalize_returns: bool = Field(
         False,
         description="Critic learns returns standardised by running float64 statistics; advantages scaled alike.")
-    max_grad_norm: float = Field(
-        5.0, ge=0.0, le=1000.0, description="Clip each agent's gradient norm per update to this (0 = off).")
-    hidden_sizes: list[int] = Field(
-        [64, 64], min_length=1, max_length=8, description="Hidden layer widths of the actor and of the critic MLP.")
-    torch_threads: int = Field(
-        1, ge=0, le=1024, description="CPU threads torch uses in this process (0 = torch's default).")
-
-    @field_validator("hidden_sizes")
-    @classmethod
-    def _widths(cls, value: list[int]) -> list[int]:
-        if any(width < 1 or width > 65_536 for width in value):
-            raise ValueError("every hidden width must be between 1 and 65536")
-        return value
 
     @field_validator("async_workers")
     @classmethod

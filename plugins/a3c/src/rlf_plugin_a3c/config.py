@@ -4,12 +4,11 @@ and each collects its rollouts and computes the n-step advantages with them."""
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
+from rlf_plugin_actor_critic.config import ActorCriticFamilyConfig
 
-from rlf import OnPolicyConfig
 
-
-class A3CConfig(OnPolicyConfig):
+class A3CConfig(ActorCriticFamilyConfig):
     """Asynchronous n-step advantage actor-critic (PPAGE's A3C): workers update one shared model."""
 
     async_workers: int = Field(
@@ -21,22 +20,9 @@ class A3CConfig(OnPolicyConfig):
         1.0, ge=0.0, le=1.0,
         description="1 = n-step returns bootstrapped at the rollout's end (A3C); below 1 = GAE over the rollout.")
     lr: float = Field(1e-3, gt=0.0, le=1.0, description="Learning rate of the shared Adam (actor and critic).")
-    value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the critic's squared-error loss.")
-    entropy_coef: float = Field(0.01, ge=0.0, le=10.0, description="Weight of the policy entropy bonus.")
     normalize_returns: bool = Field(
         True,
         description="Critic learns returns standardised by shared float64 statistics; advantages scaled alike.")
-    max_grad_norm: float = Field(
-        5.0, ge=0.0, le=1000.0, description="Clip each agent's gradient norm per update to this (0 = off).")
-    hidden_sizes: list[int] = Field(
-        [64, 64], min_length=1, max_length=8, description="Hidden layer widths of the actor and of the critic MLP.")
     torch_threads: int = Field(
         1, ge=0, le=1024,
         description="CPU threads torch uses in the main process (0 = torch's default); workers always use 1.")
-
-    @field_validator("hidden_sizes")
-    @classmethod
-    def _widths(cls, value: list[int]) -> list[int]:
-        if any(width < 1 or width > 65_536 for width in value):
-            raise ValueError("every hidden width must be between 1 and 65536")
-        return value

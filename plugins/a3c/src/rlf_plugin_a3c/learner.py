@@ -15,34 +15,35 @@ episode ends (bootstrapped from the final observation on truncation, not on term
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 
-import numpy as np
 import torch
-from rlf_plugin_actor_critic.learner import summarize
+from rlf_plugin_actor_critic.learner import ActorCriticLearner
 
-from rlf import BuildContext, Learner, Rollout, StateTree
-from rlf.torch_utils import load_optimizer_state, optimizer_state
+from rlf import BuildContext, StateTree
 
-from .model import RETURN_CLIP, A3CAgent, holding
+from .model import A3CAgent, holding
 
 
-class A3CLearner(Learner):
+class A3CLearner(ActorCriticLearner):
+    """rlf-plugin-actor-critic's update, with Adam, on a model and statistics the workers share."""
+
     def __init__(self, context: BuildContext, agent: A3CAgent):
-        self.agent = agent
         self.context = context
-        self.config = config = context.config
-        # One Adam per agent (independent learners), shared by every worker.
-        self.optimizers = {agent_id: torch.optim.Adam(net.parameters(), lr=config.lr)
-                           for agent_id, net in agent.nets.items()}
-        self._updates = torch.zeros((), dtype=torch.int64)
         self.lock = None
-        if config.async_workers:
+        self._updates = torch.zeros((), dtype=torch.int64)
+        # One Adam per agent (independent learners, from make_optimizer), shared by every worker.
+        super().__init__(agent, context.config)
+        if self.config.async_workers:
             agent.share_memory()
             self._share_optimizer_state()
             self._updates.share_memory_()
             self.lock = mp.get_context("fork").Lock()
             agent.update_lock = self.lock
+
+    def make_optimizer(self, net: torch.nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.Adam(net.parameters(), lr=self.config.lr)
 
     def _share_optimizer_state(self) -> None:
         # Adam creates its state lazily at the first step, which would happen in a worker, in private
@@ -64,6 +65,13 @@ class A3CLearner(Learner):
         """Updates applied to the shared model, by every worker together."""
         return int(self._updates)
 
+    @updates.setter
+    def updates(self, value: int) -> None:
+        self._updates.fill_(value)  # in place: the counter may be in shared memory
+
+    def _shared(self) -> contextlib.AbstractContextManager:
+        return holding(self.lock)
+
     def worker_init(self) -> None:
         # Forked workers that use torch's inherited thread pool can deadlock; one thread each is also
         # the fastest for these small networks. The core set context.seed to this worker's own seed.
@@ -71,63 +79,7 @@ class A3CLearner(Learner):
         torch.manual_seed(self.context.seed)
         self.agent.generator.manual_seed(self.context.seed)
 
-    def learn(self, rollout: Rollout) -> dict[str, float]:
-        per_agent: dict[str, dict[str, float]] = {}
-        for agent_id in self.agent.agent_ids:
-            alive = rollout.alive[agent_id].reshape(-1).astype(bool)
-            if not alive.any():
-                continue
-            obs = rollout.obs[agent_id]
-            obs = obs.reshape(-1, *obs.shape[2:])[alive]
-            actions = rollout.actions[agent_id].reshape(-1)[alive] - self.agent.action_starts[agent_id]
-            advantages = rollout.advantages[agent_id].reshape(-1)[alive]
-            returns = rollout.returns[agent_id].reshape(-1)[alive]
-            per_agent[agent_id] = self._update(agent_id, obs, actions, advantages, returns)
-        with holding(self.lock):
-            self._updates += 1
-        return summarize(per_agent, multi_agent=len(self.agent.agent_ids) > 1)
-
-    def _update(self, agent_id: str, obs: np.ndarray, actions: np.ndarray, advantages: np.ndarray,
-                returns: np.ndarray) -> dict[str, float]:
-        normalizer = self.agent.normalizers.get(agent_id)
-        if normalizer is not None:
-            # The critic learns standardised returns (it answers in reward units through the same
-            # statistics); advantages are divided by the same std, which keeps the entropy bonus's
-            # weight meaningful whatever the reward scale.
-            with holding(self.lock):
-                self.agent.observe_returns(agent_id, returns)
-                targets = normalizer.normalize(returns)
-                std = normalizer.std
-            advantages = np.clip(advantages / std, -RETURN_CLIP, RETURN_CLIP)
-        else:
-            targets = returns
-        device = self.agent.device
-        net = self.agent.nets[agent_id]
-        logits, values = net(self.agent.inputs(agent_id, obs))
-        log_probs = torch.log_softmax(logits, dim=-1)
-        taken = log_probs.gather(1, torch.as_tensor(actions, dtype=torch.int64, device=device)[:, None]).squeeze(1)
-        entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
-        policy_loss = -(taken * torch.as_tensor(advantages, dtype=torch.float32, device=device)).mean()
-        value_loss = (values - torch.as_tensor(targets, dtype=torch.float32, device=device)).pow(2).mean()
-        loss = policy_loss + self.config.value_coef * value_loss - self.config.entropy_coef * entropy
-        optimizer = self.optimizers[agent_id]
-        optimizer.zero_grad(set_to_none=True)  # a worker's gradients live in its own memory
-        loss.backward()
-        # An infinite bound clips nothing and still measures the norm.
-        grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.max_grad_norm or float("inf"))
-        with holding(self.lock):
-            optimizer.step()
-        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
-                "grad_norm": grad_norm.item()}
-
-    def state_dict(self, include_replay: bool = True) -> StateTree:
-        with holding(self.lock):
-            return {"optimizers": {a: optimizer_state(opt) for a, opt in self.optimizers.items()},
-                    "updates": self.updates}
-
     def load_state_dict(self, state: StateTree) -> None:
-        for agent_id, optimizer in self.optimizers.items():
-            load_optimizer_state(optimizer, state["optimizers"][agent_id])
+        super().load_state_dict(state)
         if self.lock is not None:
             self._share_optimizer_state()  # loading replaced the state tensors with private ones
-        self._updates.fill_(int(state["updates"]))

@@ -9,22 +9,11 @@ from pydantic import Field, field_validator
 from rlf import OnPolicyConfig
 
 
-class ActorCriticConfig(OnPolicyConfig):
-    """One-step temporal-difference actor-critic (PPAGE's ActorCritic), one actor and critic per agent."""
+class ActorCriticFamilyConfig(OnPolicyConfig):
+    """What ActorCritic, A2C and A3C share: the loss weights, gradient clipping and the networks."""
 
-    async_workers: int = Field(
-        0, ge=0, le=64, description="Stays 0: actor-critic learns synchronously (the a3c algorithm runs async workers).")
-    rollout_steps: int = Field(
-        1, ge=1, le=100_000,
-        description="Env steps per env between updates (1 = learn after every step, the online algorithm).")
-    gae_lambda: float = Field(
-        0.0, ge=0.0, le=1.0,
-        description="0 = one-step TD advantages; above 0 mixes in longer returns when rollout_steps > 1.")
-    lr: float = Field(1e-3, gt=0.0, le=1.0, description="AdamW learning rate of the actor and the critic.")
     value_coef: float = Field(0.5, ge=0.0, le=100.0, description="Weight of the critic's squared-error loss.")
     entropy_coef: float = Field(0.01, ge=0.0, le=10.0, description="Weight of the policy entropy bonus.")
-    actor_weight_decay: float = Field(
-        1e-3, ge=0.0, le=1.0, description="Decoupled (AdamW) weight decay on the actor's parameters only.")
     normalize_returns: bool = Field(
         True,
         description="Critic learns returns standardised by running float64 statistics; advantages scaled alike.")
@@ -41,6 +30,22 @@ class ActorCriticConfig(OnPolicyConfig):
         if any(width < 1 or width > 65_536 for width in value):
             raise ValueError("every hidden width must be between 1 and 65536")
         return value
+
+
+class ActorCriticConfig(ActorCriticFamilyConfig):
+    """One-step temporal-difference actor-critic (PPAGE's ActorCritic), one actor and critic per agent."""
+
+    async_workers: int = Field(
+        0, ge=0, le=64, description="Stays 0: actor-critic learns synchronously (the a3c algorithm runs async workers).")
+    rollout_steps: int = Field(
+        1, ge=1, le=100_000,
+        description="Env steps per env between updates (1 = learn after every step, the online algorithm).")
+    gae_lambda: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="0 = one-step TD advantages; above 0 mixes in longer returns when rollout_steps > 1.")
+    lr: float = Field(1e-3, gt=0.0, le=1.0, description="AdamW learning rate of the actor and the critic.")
+    actor_weight_decay: float = Field(
+        1e-3, ge=0.0, le=1.0, description="Decoupled (AdamW) weight decay on the actor's parameters only.")
 
     @field_validator("async_workers")
     @classmethod

@@ -8,6 +8,8 @@ the classic online actor-critic.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -48,7 +50,8 @@ class ActorCriticLearner(Learner):
             advantages = rollout.advantages[agent_id].reshape(-1)[alive]
             returns = rollout.returns[agent_id].reshape(-1)[alive]
             per_agent[agent_id] = self._update(agent_id, obs, actions, advantages, returns)
-        self.updates += 1
+        with self._shared():
+            self.updates += 1
         return summarize(per_agent, multi_agent=len(self.agent.agent_ids) > 1)
 
     def _update(self, agent_id: str, obs: np.ndarray, actions: np.ndarray, advantages: np.ndarray,
@@ -58,9 +61,11 @@ class ActorCriticLearner(Learner):
             # The critic learns standardised returns (it answers in reward units through the same
             # statistics); advantages are divided by the same std, which keeps the entropy bonus's
             # weight meaningful whatever the reward scale.
-            self.agent.observe_returns(agent_id, returns)
-            targets = normalizer.normalize(returns)
-            advantages = np.clip(advantages / normalizer.std, -RETURN_CLIP, RETURN_CLIP)
+            with self._shared():
+                self.agent.observe_returns(agent_id, returns)
+                targets = normalizer.normalize(returns)
+                std = normalizer.std
+            advantages = np.clip(advantages / std, -RETURN_CLIP, RETURN_CLIP)
         else:
             targets = returns
         device = self.agent.device
@@ -73,17 +78,24 @@ class ActorCriticLearner(Learner):
         value_loss = (values - torch.as_tensor(targets, dtype=torch.float32, device=device)).pow(2).mean()
         loss = policy_loss + self.config.value_coef * value_loss - self.config.entropy_coef * entropy
         optimizer = self.optimizers[agent_id]
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=True)  # gradients stay private, even to an A3C worker
         loss.backward()
         # An infinite bound clips nothing and still measures the norm.
         grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), self.config.max_grad_norm or float("inf"))
-        optimizer.step()
+        with self._shared():
+            optimizer.step()
         return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
                 "grad_norm": grad_norm.item()}
 
+    def _shared(self) -> contextlib.AbstractContextManager:
+        """Held around what several processes may share: the return statistics, the optimizer step,
+        the update count (rlf-plugin-a3c's workers hold a lock here; a single process holds nothing)."""
+        return contextlib.nullcontext()
+
     def state_dict(self, include_replay: bool = True) -> StateTree:
-        return {"optimizers": {a: optimizer_state(opt) for a, opt in self.optimizers.items()},
-                "updates": self.updates}
+        with self._shared():
+            return {"optimizers": {a: optimizer_state(opt) for a, opt in self.optimizers.items()},
+                    "updates": self.updates}
 
     def load_state_dict(self, state: StateTree) -> None:
         for agent_id, optimizer in self.optimizers.items():
