@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from rlf_plugin_predator_prey import random_play as play_randomly
 
 import rlf
 
@@ -59,19 +60,7 @@ def train(algorithm: str, env: str, overrides: list[str], seed: int) -> tuple[rl
 
 def random_play(overrides: list[str], episodes: int, seed: int = 0) -> list[dict]:
     """Episode rows of uniformly random learners through the env's PettingZoo API (no rlf training)."""
-    resolved = rlf.resolve("a2c", "predator-prey", overrides=overrides)
-    env = resolved.environment.build_env(resolved.env)
-    rng = np.random.default_rng(seed)
-    rows = []
-    for episode in range(episodes):
-        env.reset(seed=seed + episode)
-        steps, infos = 0, {}
-        while env.agents:
-            _, _, _, _, infos = env.step({a: int(rng.integers(env.action_space(a).n)) for a in env.agents})
-            steps += 1
-        rows.append({"length": float(steps), **next(iter(infos.values()))["episode_metrics"]})
-    env.close()
-    return rows
+    return play_randomly(rlf.resolve("a2c", "predator-prey", overrides=overrides).env, episodes, seed)
 
 
 def capture_stats(rows: list[dict]) -> tuple[float, float]:

@@ -16,7 +16,7 @@ import argparse
 import time
 
 import numpy as np
-from rlf_plugin_predator_prey import parallel_env
+from rlf_plugin_predator_prey import capture_summary, parallel_env, random_play
 
 SCENARIOS = [
     ("chase-1v1", {"scenario": "chase-1v1"}),
@@ -53,21 +53,8 @@ def _time_steps(fields: dict, steps: int, seed: int) -> tuple[float, float]:
 
 def random_baseline(fields: dict, episodes: int, seed: int) -> tuple[float, float, float]:
     """(capture rate, mean steps to capture over captured episodes, mean episode length)."""
-    env = parallel_env(**fields)
-    rng = np.random.default_rng(seed)
-    env.reset(seed=seed)
-    captures, to_capture, lengths = [], [], []
-    for _ in range(episodes):
-        env.reset()
-        while env.agents:
-            _, _, _, _, infos = env.step({a: int(rng.integers(5)) for a in env.agents})
-        metrics = next(iter(infos.values()))["episode_metrics"]
-        captures.append(metrics["capture"])
-        lengths.append(env.num_steps)
-        if "steps_to_capture" in metrics:
-            to_capture.append(metrics["steps_to_capture"])
-    return float(np.mean(captures)), float(np.mean(to_capture)) if to_capture else float("nan"), float(
-        np.mean(lengths))
+    summary = capture_summary(random_play(fields, episodes, seed))
+    return summary["capture"], summary["steps_to_capture"], summary["length"]
 
 
 def main() -> None:

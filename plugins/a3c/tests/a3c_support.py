@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 
 import numpy as np
+from rlf_plugin_predator_prey import capture_summary, random_play
 
 import rlf
 
@@ -15,24 +16,10 @@ ALGORITHM = "a3c"
 
 
 def random_baseline(overrides: list[str], episodes: int = 300, seed: int = 0) -> dict[str, float]:
-    """Capture rate and mean steps to capture of a uniformly random predator, played through the
-    env's own PettingZoo API: no rlf training machinery and no other algorithm plugin involved."""
+    """Capture rate, mean steps to capture and mean length of uniformly random learners, played
+    through the env's own PettingZoo API: no rlf training machinery and no other algorithm involved."""
     resolved = rlf.resolve(ALGORITHM, "predator-prey", overrides=overrides)
-    env = resolved.environment.build_env(resolved.env)
-    rng = np.random.default_rng(seed)
-    captures, capture_steps = 0.0, []
-    for episode in range(episodes):
-        env.reset(seed=seed + episode)
-        steps, infos = 0, {}
-        while env.agents:
-            _, _, _, _, infos = env.step({a: int(rng.integers(env.action_space(a).n)) for a in env.agents})
-            steps += 1
-        metrics = next(iter(infos.values()))["episode_metrics"]
-        captures += metrics["capture"]
-        if metrics["capture"]:
-            capture_steps.append(steps)
-    env.close()
-    return {"capture": captures / episodes, "steps_to_capture": float(np.mean(capture_steps))}
+    return capture_summary(random_play(resolved.env, episodes, seed))
 
 
 def read_csv(path: Path) -> list[dict[str, float]]:

@@ -4,6 +4,7 @@ import csv
 
 import numpy as np
 import pytest
+from rlf_plugin_predator_prey import capture_summary, random_play
 
 import rlf
 
@@ -14,26 +15,11 @@ SPARSE = ["env.scenario='sparse-10x10'"]
 BUDGET = ["steps=25000", "algo.alpha=0.3", "algo.exploration.decay=0.97", "log_interval=1000"]
 
 
-def random_baseline(overrides, episodes=200, seed=0):
-    """Capture rate, mean steps to capture and mean length of uniformly random learners, through
-    the env's own PettingZoo API (no rlf training machinery involved)."""
+def random_baseline(overrides: list[str], episodes: int = 200, seed: int = 0) -> dict[str, float]:
+    """Capture rate, mean steps to capture and mean length of uniformly random learners, played
+    through the env's own PettingZoo API: no rlf training machinery and no other algorithm involved."""
     resolved = rlf.resolve("iql", "predator-prey", overrides=overrides)
-    env = resolved.environment.build_env(resolved.env)
-    rng = np.random.default_rng(seed)
-    captures, capture_steps, lengths = 0, [], []
-    for episode in range(episodes):
-        env.reset(seed=seed + episode)
-        steps, infos = 0, {}
-        while env.agents:
-            _, _, _, _, infos = env.step({a: int(rng.integers(env.action_space(a).n)) for a in env.agents})
-            steps += 1
-        metrics = next(iter(infos.values()))["episode_metrics"]
-        captures += metrics["capture"]
-        if metrics["capture"]:
-            capture_steps.append(steps)
-        lengths.append(steps)
-    return {"capture": captures / episodes, "steps_to_capture": float(np.mean(capture_steps)),
-            "length": float(np.mean(lengths))}
+    return capture_summary(random_play(resolved.env, episodes, seed))
 
 
 @pytest.fixture(scope="module")

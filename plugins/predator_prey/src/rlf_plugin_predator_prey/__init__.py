@@ -10,6 +10,7 @@ _LAZY = {
     "SCENARIOS": "config", "PredatorPreyConfig": "config", "RewardConfig": "config",
     "ObservationEncoder": "encoding", "layout": "encoding",
     "ACTION_NAMES": "env", "PredatorPreyEnv": "env", "make_env": "env", "parallel_env": "env",
+    "random_play": "baseline", "capture_summary": "baseline",
 }
 
 
