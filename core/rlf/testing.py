@@ -1,0 +1,45 @@
+"""Helpers for plugins' tests: compare and check state trees (what ``state_dict`` returns) and read
+the CSV logs of a run directory. Pure numpy, so every plugin's test environment has them."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def read_csv(path: Path) -> list[dict[str, float]]:
+    """Rows of ``episodes.csv`` / ``metrics.csv`` as floats; empty cells (a column added later) left out."""
+    with open(path) as handle:
+        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(handle)]
+
+
+def assert_trees_equal(a: Any, b: Any, path: str = "state") -> None:
+    """Equal structure and equal values, arrays element for element; the message names the path."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{path}: keys {sorted(a)} != {sorted(b)}"
+        for key in a:
+            assert_trees_equal(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), f"{path}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_trees_equal(x, y, f"{path}[{i}]")
+    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=path)
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def all_finite(tree: Any) -> bool:
+    """No NaN or infinity in any float array or float of the tree."""
+    if isinstance(tree, dict):
+        return all(all_finite(v) for v in tree.values())
+    if isinstance(tree, list | tuple):
+        return all(all_finite(v) for v in tree)
+    if isinstance(tree, np.ndarray):
+        return not np.issubdtype(tree.dtype, np.floating) or bool(np.isfinite(tree).all())
+    if isinstance(tree, float):
+        return bool(np.isfinite(tree))
+    return True
