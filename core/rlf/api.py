@@ -229,6 +229,7 @@ class Algorithm:
             from .video import write_video
 
             write_video(Path(record), frames, fps=_render_fps(envs))
+        self.last_evaluation = rows  # per-episode rows, for callers that want more than the means
         result = average_metrics(rows)
         result.pop("episode", None)
         result["episodes"] = float(len(rows))

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from .errors import RlfError
+from .results_cli import COMMANDS as RESULTS_COMMANDS
+from .results_cli import add_commands as add_results_commands
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -44,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="an algorithm's and/or environment's defaults and documented schema")
     config.add_argument("algorithm", nargs="?")
     config.add_argument("--env", help="also show this environment's config")
+    add_results_commands(sub)  # compare, plot, experiment
     return parser
 
 
@@ -54,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             import os
 
             os.environ["RLF_STRICT_PLUGINS"] = "1"
-        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config}[
+        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config,
+                **RESULTS_COMMANDS}[
             args.command](args)
     except RlfError as exc:
         print(f"rlf: error: {exc}", file=sys.stderr)

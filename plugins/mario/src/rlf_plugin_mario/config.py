@@ -11,6 +11,7 @@ from rlf import EnvConfig
 
 ActionSet = Literal["RIGHT_ONLY", "SIMPLE_MOVEMENT", "COMPLEX_MOVEMENT"]
 RomVersion = Literal["standard", "downsample", "pixel", "rectangle"]
+ExtrinsicReward = Literal["game", "flag", "none"]
 
 _STAGE = re.compile(r"^([1-8])-([1-4])$")
 
@@ -45,6 +46,9 @@ class MarioConfig(EnvConfig):
         False, description="full_game only: losing a life ends the episode for learning; the game goes on.")
     max_episode_steps: int | None = Field(
         None, ge=1, le=10_000_000, description="Truncate an episode after this many agent steps (none = no limit).")
+    extrinsic_reward: ExtrinsicReward = Field(
+        "game", description="What the learner is paid: game (the game's reward), flag (1 on reaching the flag, "
+                            "else 0: sparse) or none (always 0: curiosity only); raw_return is still reported.")
     reward_shaping: bool = Field(
         False, description="Shape the reward (score, flag bonus, death penalty, scale); raw return still reported.")
     shaping_score_divisor: float = Field(
@@ -79,6 +83,8 @@ class MarioConfig(EnvConfig):
             raise ValueError("stages lists the levels random_stages draws from; set random_stages=true too")
         if self.full_game and (self.world, self.stage) != (1, 1):
             raise ValueError("full_game always starts at 1-1; leave world and stage at 1")
+        if self.reward_shaping and self.extrinsic_reward != "game":
+            raise ValueError("reward_shaping shapes the game's reward; it needs extrinsic_reward=game")
         if self.episodic_life and not self.full_game:
             raise ValueError("episodic_life needs full_game=true (a single level already ends at the first death)")
         return self

@@ -261,7 +261,7 @@ class MarioEnv(gymnasium.Env):
 
 def make_mario(config: MarioConfig | Mapping[str, Any] | None = None, render_mode: str | None = None
                ) -> gymnasium.Env:
-    """The ``mario`` environment rlf builds: ``MarioEnv``, wrapped in reward shaping when enabled."""
+    """The ``mario`` environment rlf builds: ``MarioEnv``, wrapped in reward shaping or a sparse reward when set."""
     if config is None:
         config = MarioConfig()
     elif not isinstance(config, MarioConfig):
@@ -273,4 +273,8 @@ def make_mario(config: MarioConfig | Mapping[str, Any] | None = None, render_mod
         env = MarioRewardShaping(env, score_divisor=config.shaping_score_divisor,
                                  flag_bonus=config.shaping_flag_bonus,
                                  death_penalty=config.shaping_death_penalty, scale=config.shaping_scale)
+    elif config.extrinsic_reward != "game":
+        from .shaping import MarioSparseReward
+
+        env = MarioSparseReward(env, flag_only=config.extrinsic_reward == "flag")
     return env

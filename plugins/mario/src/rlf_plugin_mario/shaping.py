@@ -1,4 +1,5 @@
-"""Reward shaping for Mario as an explicit wrapper (``env.reward_shaping=true``).
+"""Reward shaping for Mario as an explicit wrapper (``env.reward_shaping=true``), and the sparse rewards
+(``env.extrinsic_reward=flag|none``).
 
     shaped = scale * (raw + score_gained / score_divisor + flag_bonus * [flag reached] - death_penalty * [died])
 
@@ -55,4 +56,27 @@ class MarioRewardShaping(gymnasium.Wrapper):
         self._return += reward
         if EPISODE_METRICS in info:
             info[EPISODE_METRICS] = {**info[EPISODE_METRICS], "shaped_return": self._return}
+        return obs, reward, terminated, truncated, info
+
+
+class MarioSparseReward(gymnasium.Wrapper):
+    """The sparse settings of the curiosity experiments: the learner is paid 1 on the step Mario first
+    reaches the flag (``flag_only``) or nothing at all. The game's reward stays in ``raw_return`` (and
+    ``x_pos_max`` in the metrics), so sparse runs are judged on the same scale as dense ones."""
+
+    def __init__(self, env: gymnasium.Env, flag_only: bool = True):
+        super().__init__(env)
+        self.flag_only = flag_only
+        self._flag = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._flag = bool(info["flag_get"])
+        return obs, info
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = self.env.step(action)
+        flag = bool(info["flag_get"])
+        reward = 1.0 if self.flag_only and flag and not self._flag else 0.0
+        self._flag = flag
         return obs, reward, terminated, truncated, info
