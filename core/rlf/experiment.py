@@ -93,6 +93,7 @@ def _unknown(found: Sequence[str], allowed: set[str], where: str) -> None:
 
 
 def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int] | None = None,
+                    eval_episodes: int | None = None,
                     runs_dir: Path | None = None, only: Sequence[str] = (), overrides: Sequence[str] = ()
                     ) -> Experiment:
     """Parse and expand an experiment file into its runs (validated later, when each is built)."""
@@ -156,7 +157,8 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
                               "(names are <setting>/<algorithm>-seed<N>; see --dry-run)")
     metrics = list(head.get("metrics", ["return"]))
     return Experiment(path, str(head["env"]), budget, out_dir, metrics, int(head.get("last", 100)),
-                      int(head.get("eval_episodes", 0)), str(head.get("plot_metric", metrics[0])),
+                      int(eval_episodes if eval_episodes is not None else head.get("eval_episodes", 0)),
+                      str(head.get("plot_metric", metrics[0])),
                       int(head.get("smooth", 10)), planned)
 
 
@@ -175,7 +177,7 @@ def _sigterm_as_interrupt(signum, frame):  # a `kill` saves a checkpoint like Ct
     raise KeyboardInterrupt
 
 
-def train_one(run: PlannedRun, env: str, steps: int, log: Callable[[str], None]) -> str:
+def train_one(run: PlannedRun, env: str, steps: int, log: Callable[[str], None], registry=None) -> str:
     """Train (or resume, or skip) one run; returns what happened."""
     from . import api
     from .api import CHECKPOINT_FILE
@@ -184,7 +186,7 @@ def train_one(run: PlannedRun, env: str, steps: int, log: Callable[[str], None])
     if done is not None and done >= steps:
         return "done"
     if (run.path / CHECKPOINT_FILE).is_file():
-        algo = api.load(run.path, overrides=["run.progress=false"])
+        algo = api.load(run.path, overrides=["run.progress=false"], registry=registry)
         at = algo.counters.get("env_steps", 0)
         if at >= steps:
             _mark_done(run, at)
@@ -197,7 +199,7 @@ def train_one(run: PlannedRun, env: str, steps: int, log: Callable[[str], None])
             run.path.rename(aside)
             log(f"{run.name}: no checkpoint in the old directory; moved it to {aside} and starting over")
         config = merge(run.config, {"run": {"run_dir": str(run.path), "progress": False}})
-        algo = api.make(run.algorithm, env, config=config)
+        algo = api.make(run.algorithm, env, config=config, registry=registry)
         log(f"{run.name}: training {steps} env steps")
         action = "trained"
     start = time.perf_counter()
@@ -212,7 +214,7 @@ def _mark_done(run: PlannedRun, env_steps: int) -> None:
     (run.path / DONE_FILE).write_text(json.dumps({"env_steps": env_steps, "finished_at": time.time()}))
 
 
-def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None]) -> bool:
+def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], registry=None) -> bool:
     """Greedy evaluation episodes of a finished run, one row each in final_eval.csv (once)."""
     import csv
 
@@ -221,7 +223,7 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None]) -> 
     target = run.path / FINAL_EVAL_FILE
     if episodes < 1 or target.is_file() or _done_steps(run) is None:
         return False
-    algo = api.load(run.path)
+    algo = api.load(run.path, registry=registry)
     algo.evaluate(episodes=episodes)
     rows = algo.last_evaluation
     columns = sorted({k for row in rows for k in row})
@@ -236,9 +238,11 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None]) -> 
 
 
 def run_experiment(experiment: Experiment, *, train: bool = True, report: bool = True,
-                   log: Callable[[str], None] = print) -> dict[str, str]:
+                   log: Callable[[str], None] = print, registry=None) -> dict[str, str]:
     """Train, evaluate and report; returns each run's outcome (done, trained, resumed, busy, failed)."""
     from filelock import FileLock, Timeout
+
+    from .training.trainer import Interrupted
 
     outcomes: dict[str, str] = {}
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
@@ -255,12 +259,12 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
                     continue
                 try:
                     if phase == "train":
-                        outcomes[run.name] = train_one(run, experiment.env, experiment.steps, log)
+                        outcomes[run.name] = train_one(run, experiment.env, experiment.steps, log, registry)
                     else:
-                        evaluate_one(run, experiment.eval_episodes, log)
-                except KeyboardInterrupt:
+                        evaluate_one(run, experiment.eval_episodes, log, registry)
+                except (KeyboardInterrupt, Interrupted):
                     log(f"{run.name}: interrupted; the checkpoint is saved, rerun the same command to resume")
-                    raise
+                    raise KeyboardInterrupt from None
                 except Exception as exc:  # one broken run must not cost the others; say which and why
                     outcomes[run.name] = "failed"
                     log(f"{run.name}: FAILED {type(exc).__name__}: {exc}")
@@ -312,7 +316,8 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
 
 
 def main(args) -> int:
-    experiment = load_experiment(args.file, steps=args.steps, seeds=args.seeds, runs_dir=args.runs_dir,
+    experiment = load_experiment(args.file, steps=args.steps, seeds=args.seeds, eval_episodes=args.eval_episodes,
+                                 runs_dir=args.runs_dir,
                                  only=args.only, overrides=args.overrides)
     if args.dry_run:
         for run in experiment.runs:

@@ -1,0 +1,137 @@
+"""rlf experiment end to end, tiny: two test algorithms on the test plugin's two-agent line env (whose
+episode metric `reached` plays the part of Mario's x_pos_max or predator-prey's capture)."""
+
+import csv
+import json
+
+import pytest
+
+from rlf.cli import main
+from rlf.errors import ConfigError
+from rlf.experiment import load_experiment, run_experiment
+from rlf.results import compare, find_runs
+
+EXPERIMENT = """
+[experiment]
+env = "line"
+steps = 400
+seeds = [0]
+runs_dir = "{runs}"
+metrics = ["reached", "return/walker"]
+last = 20
+eval_episodes = 3
+plot_metric = "reached"
+smooth = 5
+
+[run]
+num_envs = 2
+log_interval = 100
+checkpoint_interval = 100
+
+[env]
+length = 4
+
+[settings.short]
+[settings.long.env]
+length = 8
+
+[algorithms.linear-pg]
+seeds = [0, 1]
+[algorithms.linear-pg.algo]
+lr = 0.1
+rollout_steps = 8
+
+[algorithms.tabular-q]
+settings = ["short"]
+"""
+
+
+@pytest.fixture
+def experiment_file(tmp_path):
+    path = tmp_path / "exp.toml"
+    path.write_text(EXPERIMENT.format(runs=tmp_path / "runs"))
+    return path
+
+
+def test_plan_layers_settings_last_and_filters(experiment_file):
+    experiment = load_experiment(experiment_file)
+    assert [r.name for r in experiment.runs] == ["short/linear-pg-seed0", "short/linear-pg-seed1",
+                                                 "short/tabular-q-seed0", "long/linear-pg-seed0",
+                                                 "long/linear-pg-seed1"]
+    long = experiment.runs[3]
+    assert long.config["env"]["length"] == 8 and long.config["algo"]["lr"] == 0.1
+    assert long.config["run"]["steps"] == 400 and long.config["run"]["num_envs"] == 2
+    subset = load_experiment(experiment_file, only=["short/*-seed3"], steps=50, seeds=[3],
+                             overrides=["env.length=5"])
+    assert [r.name for r in subset.runs] == ["short/linear-pg-seed3", "short/tabular-q-seed3"]
+    assert subset.runs[0].config["run"]["steps"] == 50 and subset.runs[0].config["env"]["length"] == 5
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[experiment]\nenv='line'\n", "no [algorithms.<name>] tables"),
+    ("[experiment]\nsteps=5\n[algorithms.x]\n", 'needs env = "..."'),
+    ("[experiment]\nenv='line'\nbudget=5\n[algorithms.x]\n", "unknown key(s) ['budget']"),
+    ("[experiment]\nenv='line'\n[algorithms.x]\nsettings=['nope']\n", "unknown setting(s) ['nope']"),
+    ("[experiment\n", "is not valid TOML"),
+])
+def test_bad_experiment_files(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        load_experiment(path)
+
+
+def test_cli_errors_are_one_line(tmp_path, experiment_file, capsys):
+    assert main(["experiment", str(tmp_path / "missing.toml")]) == 2
+    assert main(["experiment", str(experiment_file), "--only", "nothing/*"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "does not exist" in err[0] and "matches none" in err[1]
+
+
+def test_runs_resumes_skips_and_reports(registry, experiment_file, tmp_path):
+    log: list[str] = []
+    experiment = load_experiment(experiment_file, only=["short/*"])
+    outcomes = run_experiment(experiment, log=log.append, registry=registry)
+    assert outcomes == {"short/linear-pg-seed0": "trained", "short/linear-pg-seed1": "trained",
+                        "short/tabular-q-seed0": "trained"}
+    runs_dir = tmp_path / "runs"
+    for run in experiment.runs:
+        assert json.loads((run.path / "experiment.json").read_text())["env_steps"] == 400
+        with open(run.path / "final_eval.csv") as handle:
+            assert len(list(csv.DictReader(handle))) == 3
+    table = (runs_dir / "compare.md").read_text()
+    assert "linear-pg on line" in table and "tabular-q on line" in table and "Greedy evaluation" in table
+    assert (runs_dir / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+    # a second call finds everything done
+    log.clear()
+    assert set(run_experiment(experiment, log=log.append, registry=registry).values()) == {"done"}
+    assert not any("training" in line for line in log)
+
+    # a bigger budget resumes each run from its checkpoint
+    bigger = load_experiment(experiment_file, only=["short/linear-pg-seed0"], steps=600)
+    assert run_experiment(bigger, log=log.append, registry=registry, report=False) == {
+        "short/linear-pg-seed0": "resumed"}
+    assert any("resuming at env step 400 of 600" in line for line in log)
+    assert json.loads((bigger.runs[0].path / "experiment.json").read_text())["env_steps"] == 600
+
+    # a run killed before its first checkpoint starts over; the old directory is kept aside
+    broken = load_experiment(experiment_file, only=["long/linear-pg-seed0"])
+    broken.runs[0].path.mkdir(parents=True)
+    (broken.runs[0].path / "episodes.csv").write_text("env_step,return\n1,0\n")
+    run_experiment(broken, log=log.append, registry=registry, report=False)
+    assert list(broken.runs[0].path.parent.glob("linear-pg-seed0.incomplete-*"))
+    rows = compare(find_runs([broken.runs[0].path]), ["reached"])
+    assert rows[0]["env_steps"] == 400 and rows[0]["group"] == "linear-pg on line"
+
+
+def test_a_locked_run_is_left_to_its_owner(registry, experiment_file):
+    from filelock import FileLock
+
+    experiment = load_experiment(experiment_file, only=["short/tabular-q-seed0"])
+    experiment.runs[0].path.parent.mkdir(parents=True)
+    with FileLock(str(experiment.runs[0].path) + ".lock"):
+        log: list[str] = []
+        assert run_experiment(experiment, log=log.append, registry=registry, report=False) == {
+            "short/tabular-q-seed0": "busy"}
+    assert not experiment.runs[0].path.exists()

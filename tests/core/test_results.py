@@ -1,0 +1,202 @@
+"""rlf compare and its statistics, on synthetic run directories with known numbers."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rlf.cli import main
+from rlf.results import bootstrap_ci, compare, find_runs, format_table, group_runs, iqm
+
+
+def fake_run(path, algorithm="ppo", env="gym:CartPole-v1", seed=0, values=(), metric="return",
+             log=((1000, 100.0), (2000, 50.0)), env_config=None, algo_config=None):
+    """A run directory as `rlf train` writes it: run.json, episodes.csv (one row per value, env steps
+    spread over the run) and metrics.csv (env_step and steps/s of each logging window)."""
+    path.mkdir(parents=True)
+    config = {"run": {"algorithm": algorithm, "env": env, "seed": seed, "steps": log[-1][0], "run_dir": str(path)},
+              "algo": algo_config or {"lr": 0.001}, "env": env_config or {}}
+    (path / "run.json").write_text(json.dumps({"format": "rlf-run", "config": config}))
+    last_step = log[-1][0]
+    with open(path / "episodes.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_step", metric, "length"])
+        for i, value in enumerate(values):
+            writer.writerow([int((i + 1) * last_step / len(values)), value, 10])
+    with open(path / "metrics.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_step", "steps_per_second", "loss"])
+        for step, rate in log:
+            writer.writerow([step, rate, 0.5])
+    return path
+
+
+def test_iqm_drops_a_quarter_at_each_end():
+    assert iqm(np.arange(1, 9)) == pytest.approx(4.5)        # 3..6
+    assert iqm([0, 0, 0, 100]) == pytest.approx(0.0)         # the outlier is cut
+    assert iqm([1.0, 3.0]) == pytest.approx(2.0)             # too few to cut anything
+
+
+def test_bootstrap_interval_brackets_the_estimate_and_is_reproducible():
+    rng = np.random.default_rng(1)
+    runs = [rng.normal(10.0, 2.0, 400), rng.normal(10.5, 2.0, 400), rng.normal(9.5, 2.0, 400)]
+    ci = bootstrap_ci(runs, reps=1000, seed=3)
+    pooled = np.concatenate(runs)
+    for stat, estimate in (("mean", pooled.mean()), ("iqm", iqm(pooled))):
+        low, high = ci[stat]
+        assert low < estimate < high
+        assert high - low < 2.5  # seed means differ by +-0.5: the interval must not be absurdly wide
+    assert bootstrap_ci(runs, reps=1000, seed=3) == ci
+    # seed-to-seed variation widens the interval: the same episodes split into far-apart seeds
+    apart = [runs[0] - 5, runs[1], runs[2] + 5]
+    assert np.diff(bootstrap_ci(apart, reps=1000)["mean"]) > 3 * np.diff(ci["mean"])
+    assert bootstrap_ci([np.full(50, 7.0)], reps=200) == {"mean": (7.0, 7.0), "iqm": (7.0, 7.0)}
+
+
+def test_compare_groups_by_algorithm_and_reports_statistics(tmp_path):
+    for seed, values in enumerate([[1, 2, 3, 4], [5, 6, 7, 8]]):
+        fake_run(tmp_path / f"ppo-{seed}", "ppo", seed=seed, values=values)
+    fake_run(tmp_path / "dqn-0", "dqn", values=[0, 0, 0, 100])
+    rows = {row["algorithm"]: row for row in compare(find_runs([tmp_path / "*"]), ["return"], last=100)}
+    assert set(rows) == {"ppo", "dqn"}
+    ppo = rows["ppo"]
+    assert ppo["runs"] == 2 and ppo["seeds"] == "0,1" and ppo["return_n"] == 8
+    assert ppo["return_mean"] == pytest.approx(4.5) and ppo["return_iqm"] == pytest.approx(4.5)
+    assert ppo["return_mean_ci"][0] <= 4.5 <= ppo["return_mean_ci"][1]
+    assert rows["dqn"]["return_iqm"] == pytest.approx(0.0) and rows["dqn"]["return_mean"] == pytest.approx(25.0)
+    # windows of 1000 steps at 100/s and 50/s: 10 s + 20 s
+    assert ppo["env_steps"] == 2000 and ppo["wall_s"] == pytest.approx(30.0)
+    assert ppo["steps_per_s"] == pytest.approx(2000 / 30)
+    # --last takes each run's final episodes
+    last2 = {r["algorithm"]: r for r in compare(find_runs([tmp_path]), ["return"], last=2)}
+    assert last2["ppo"]["return_mean"] == pytest.approx(np.mean([3, 4, 7, 8]))
+
+
+def test_groups_keep_settings_apart_and_name_the_difference(tmp_path):
+    fake_run(tmp_path / "dense", "ppo", env="mario", values=[1], env_config={"extrinsic_reward": "game"})
+    fake_run(tmp_path / "sparse", "ppo", env="mario", values=[2], env_config={"extrinsic_reward": "flag"})
+    fake_run(tmp_path / "sparse-1", "ppo", env="mario", seed=1, values=[3], env_config={"extrinsic_reward": "flag"})
+    groups = group_runs(find_runs([tmp_path]))
+    labels = sorted(g.label for g in groups)
+    assert labels == ["ppo on mario [env.extrinsic_reward=flag]", "ppo on mario [env.extrinsic_reward=game]"]
+    assert sorted(len(g.runs) for g in groups) == [1, 2]
+
+
+def test_compare_formats(tmp_path, capsys):
+    fake_run(tmp_path / "a", "ppo", values=[1, 2, 3], metric="capture")
+    fake_run(tmp_path / "b", "random", values=[0, 0, 1], metric="capture")
+    assert main(["compare", str(tmp_path / "*"), "--metric", "capture"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| group | seeds | capture mean [95% CI] | capture IQM [95% CI] | n |")
+    assert len(table) == 4 and any(line.startswith("| ppo on gym:CartPole-v1 | 0 | 2 [") for line in table)
+    assert main(["compare", str(tmp_path), "--metric", "capture", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert {r["algorithm"] for r in rows} == {"ppo", "random"}
+    assert float(rows[0]["capture_mean_ci_low"]) <= float(rows[0]["capture_mean"])
+    assert main(["compare", str(tmp_path), "--metric", "capture,length", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {row["length_mean"] for row in data} == {10.0}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compare", "{tmp}/nothing-*"], "no files match"),
+    (["compare", "{tmp}/missing"], "does not exist"),
+    (["compare", "{tmp}/foreign"], "is not an rlf run directory"),
+    (["compare", "{tmp}/run", "--metric", "x_pos_max"], "metric 'x_pos_max' is not logged by run"),
+    (["compare", "{tmp}/run", "--source", "eval"], "has no eval.csv"),
+    (["compare", "{tmp}/run", "--last", "0"], "--last must be at least 1"),
+    (["compare", "{tmp}/broken"], "is not an rlf run file"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+    fake_run(tmp_path / "run", values=[1, 2])
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("hello")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "run.json").write_text("{not json")
+    assert main([a.format(tmp=tmp_path) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_metric_error_lists_what_the_run_logs(tmp_path, capsys):
+    fake_run(tmp_path / "run", values=[1, 2], metric="capture")
+    assert main(["compare", str(tmp_path / "run"), "--metric", "return"]) == 2
+    assert "capture, length" in capsys.readouterr().err
+
+
+def test_compare_and_the_plot_hint_work_without_matplotlib(tmp_path):
+    fake_run(tmp_path / "run", values=[1, 2, 3])
+    code = ("import sys; sys.modules['matplotlib'] = None\n"  # import matplotlib now raises ImportError
+            "from rlf.cli import main\n"
+            f"assert main(['compare', {str(tmp_path)!r}]) == 0\n"
+            "assert 'matplotlib' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+            f"sys.exit(main(['plot', {str(tmp_path)!r}, '-o', {str(tmp_path / 'x.png')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "| gym:CartPole-v1" not in done.stdout and "ppo on gym:CartPole-v1" in done.stdout
+    assert done.stderr.strip() == "rlf: error: plotting needs matplotlib: pip install 'rlf[plot]'"
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_markdown_marks_groups_without_episodes(tmp_path):
+    fake_run(tmp_path / "fresh", values=[])
+    rows = compare(find_runs([tmp_path]), ["return"])
+    assert rows[0]["return_n"] == 0
+    assert "| – [–, –] |" in format_table(rows, ["return"])
+
+
+# -- rlf plot (matplotlib is in the core's test extra) ----------------------------------------------
+
+def _png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_plot_draws_a_line_and_a_band_per_group(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        fake_run(tmp_path / f"ppo-{seed}", "ppo", seed=seed, values=np.linspace(0, 100, 60) + 20 * seed + rng.normal(0, 5, 60))
+    fake_run(tmp_path / "random-0", "random", values=rng.normal(10, 2, 60))
+    out = tmp_path / "plots" / "curves.png"
+    assert main(["plot", str(tmp_path / "*-*"), "-o", str(out), "--smooth", "5"]) == 0
+    assert "wrote" in capsys.readouterr().err
+    width, height = _png_size(out)
+    assert (width, height) == (880, 528) and out.stat().st_size > 20_000
+    import matplotlib.image
+
+    pixels = (matplotlib.image.imread(out)[..., :3] * 255).round().astype(int)
+
+    def share(rgb):  # fraction of pixels of exactly this colour
+        return float(np.all(pixels == rgb, axis=-1).mean())
+
+    assert share((31, 119, 180)) > 0.001    # C0 (the first group's line) was drawn
+    assert share((255, 127, 14)) > 0.001    # C1
+    band = np.all(np.abs(pixels - (210, 228, 240)) <= 4, axis=-1).mean()  # C0 at alpha 0.2 over white
+    assert band > 0.02                       # three seeds 20 apart: a wide shaded band
+
+
+def test_plot_runs_reports_points_and_wall_axis(tmp_path):
+    from rlf.plotting import plot_runs, smooth_series
+
+    assert smooth_series(np.array([0.0, 2.0, 4.0, 6.0]), 2).tolist() == [0.0, 1.0, 3.0, 5.0]
+    for seed in range(2):
+        fake_run(tmp_path / f"ppo-{seed}", "ppo", seed=seed, values=np.arange(40.0))
+    runs = find_runs([tmp_path])
+    assert plot_runs(runs, tmp_path / "steps.png", smooth=1) == {"ppo on gym:CartPole-v1": 200}
+    assert plot_runs(runs, tmp_path / "wall.svg", x="wall")
+    assert "wall time (s)" in (tmp_path / "wall.svg").read_text()
+
+
+def test_plot_bad_input(tmp_path, capsys):
+    fake_run(tmp_path / "run", values=[1, 2], metric="capture")
+    assert main(["plot", str(tmp_path / "run"), "-o", str(tmp_path / "a.png"), "--metric", "return"]) == 2
+    assert "metric 'return' is not logged" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "run"), "-o", str(tmp_path / "a.png"), "--smooth", "0"]) == 2
+    fake_run(tmp_path / "empty", values=[])
+    assert main(["plot", str(tmp_path / "empty"), "-o", str(tmp_path / "a.png")]) == 2
+    assert "nothing to plot" in capsys.readouterr().err
+    assert not (tmp_path / "a.png").exists()
