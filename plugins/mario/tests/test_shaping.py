@@ -55,3 +55,40 @@ def test_shaped_env_reports_raw_and_shaped_returns(make):
     assert metrics["raw_return"] == pytest.approx(raw_total) == pytest.approx(raw_info["episode_metrics"]["raw_return"])
     assert metrics["shaped_return"] == pytest.approx(shaped_total)
     assert shaped_total == pytest.approx(0.1 * (raw_total + info["score"] / 40 - 50))
+
+
+def test_sparse_reward_pays_only_the_first_flag_step():
+    from rlf_plugin_mario.shaping import MarioSparseReward
+
+    rows = [(2.0, 500, False, False), (1.0, 500, True, False), (0.0, 700, True, False), (-25.0, 700, False, True)]
+    flag = MarioSparseReward(Scripted(rows), flag_only=True)
+    flag.reset()
+    assert [flag.step(0)[1] for _ in rows] == [0.0, 1.0, 0.0, 0.0]
+    silent = MarioSparseReward(Scripted(rows), flag_only=False)
+    silent.reset()
+    rewards, infos = zip(*[(r, i) for _, r, _, _, i in (silent.step(0) for _ in rows)], strict=True)
+    assert rewards == (0.0,) * 4
+    assert infos[-1]["episode_metrics"] == {"raw_return": -22.0}  # the game's reward is still reported
+
+
+def test_sparse_env_hides_the_game_reward(make):
+    plain, sparse = make(noop_max=0), make(noop_max=0, extrinsic_reward="flag")
+    plain.reset(seed=0)
+    sparse.reset(seed=0)
+    raw_total, steps, raw_info, *_ = run_episode(plain, RIGHT)
+    total, sparse_steps, info, terminated, _ = run_episode(sparse, RIGHT)
+    assert steps == sparse_steps and terminated and raw_total > 100
+    assert total == 0.0  # died before the flag
+    assert info["episode_metrics"]["raw_return"] == pytest.approx(raw_total)
+    assert info["episode_metrics"]["x_pos_max"] == raw_info["episode_metrics"]["x_pos_max"]
+
+
+def test_sparse_reward_and_shaping_exclude_each_other():
+    from pydantic import ValidationError
+    from rlf_plugin_mario.config import MarioConfig
+
+    assert MarioConfig(extrinsic_reward="none").extrinsic_reward == "none"
+    with pytest.raises(ValidationError, match="reward_shaping shapes the game's reward"):
+        MarioConfig(extrinsic_reward="flag", reward_shaping=True)
+    with pytest.raises(ValidationError):
+        MarioConfig(extrinsic_reward="coins")
