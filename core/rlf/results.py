@@ -315,8 +315,13 @@ def _duration(seconds: float) -> str:
 
 
 def format_table(rows: Sequence[dict[str, Any]], metrics: Sequence[str], fmt: str = "markdown") -> str:
-    if fmt == "json":
-        return json.dumps(list(rows), indent=2, allow_nan=True)
+    if fmt == "json":  # strict JSON: a statistic with no episodes behind it is null, not NaN
+        def clean(value):
+            if isinstance(value, float) and math.isnan(value):
+                return None
+            return [clean(v) for v in value] if isinstance(value, list) else value
+
+        return json.dumps([{k: clean(v) for k, v in row.items()} for row in rows], indent=2)
     if fmt == "csv":
         flat = []
         for row in rows:

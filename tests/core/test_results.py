@@ -146,6 +146,8 @@ def test_markdown_marks_groups_without_episodes(tmp_path):
     rows = compare(find_runs([tmp_path]), ["return"])
     assert rows[0]["return_n"] == 0
     assert "| – [–, –] |" in format_table(rows, ["return"])
+    data = json.loads(format_table(rows, ["return"], "json"), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert data[0]["return_mean"] is None and data[0]["return_iqm_ci"] == [None, None]
 
 
 # -- rlf plot (matplotlib is in the core's test extra) ----------------------------------------------
