@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import ResultsError, Run, group_runs
+from .results import ResultsError, Run, group_runs, metric_column
 
 X_AXES = ("steps", "wall")
 GRID_POINTS = 200
@@ -35,12 +35,14 @@ def smooth_series(values: np.ndarray, window: int) -> np.ndarray:
 def run_curve(run: Run, metric: str, x: str = "steps", smooth: int = 10, source: str = "train"
               ) -> tuple[np.ndarray, np.ndarray]:
     """(x, smoothed metric) of one run; x is the env step (or wall second) at which each episode ended."""
-    rows = [row for row in run.table(source) if metric in row and "env_step" in row]
+    table = run.table(source)
+    column = metric_column(table, metric, source)
+    rows = [row for row in table if column in row and "env_step" in row]
     if not rows and run.table(source):
         columns = sorted({k for row in run.table(source) for k in row} - {"env_step", "episode"})
         raise ResultsError(f"metric {metric!r} is not logged by run {run.path}; it has: {', '.join(columns)}")
     steps = np.array([row["env_step"] for row in rows], dtype=float)
-    values = smooth_series(np.array([row[metric] for row in rows], dtype=float), smooth)
+    values = smooth_series(np.array([row[column] for row in rows], dtype=float), smooth)
     if x == "wall":
         known_steps, known_wall = run.progress()
         if len(known_steps) < 2:

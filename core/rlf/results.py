@@ -250,10 +250,23 @@ def bootstrap_ci(per_run: Sequence[np.ndarray], reps: int = 2000, seed: int = 0,
             "iqm": tuple(float(x) for x in np.percentile(iqms, [tail, 100 - tail]))}
 
 
+def metric_column(rows: list[dict[str, float]], metric: str, source: str) -> str:
+    """The column holding ``metric``: its own name, or for evaluation logs also ``eval/<metric>`` or
+    ``mean_<metric>`` (periodic evaluation writes the mean over its episodes under such names)."""
+    if source == "train":
+        return metric
+    present = {k for row in rows for k in row}
+    for candidate in (metric, f"eval/{metric}", f"mean_{metric}", f"eval/mean_{metric}"):
+        if candidate in present:
+            return candidate
+    return metric
+
+
 def final_scores(run: Run, metric: str, source: str = "train", last: int = 100) -> np.ndarray:
     """The metric over the run's last ``last`` episodes (train) or last ``last`` evaluation rows (eval)."""
     rows = run.table(source)
-    values = [row[metric] for row in rows if metric in row]
+    column = metric_column(rows, metric, source)
+    values = [row[column] for row in rows if column in row]
     if rows and not values:
         columns = sorted({k for row in rows for k in row} - {"env_step", "episode"})
         hint = f"; {source} metrics of {run.path}: {', '.join(columns)}" if columns else ""

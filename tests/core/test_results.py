@@ -202,3 +202,15 @@ def test_plot_bad_input(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "empty"), "-o", str(tmp_path / "a.png")]) == 2
     assert "nothing to plot" in capsys.readouterr().err
     assert not (tmp_path / "a.png").exists()
+
+
+def test_eval_csv_is_read_when_present(tmp_path, capsys):
+    run = fake_run(tmp_path / "run", values=[1, 2])
+    with open(run / "eval.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_step", "eval/return", "eval/length"])
+        for step, value in ((500, 10.0), (1000, 20.0), (1500, 30.0), (2000, 50.0)):
+            writer.writerow([step, value, 5])
+    rows = compare(find_runs([run]), ["return"], source="eval", last=2)
+    assert rows[0]["return_mean"] == pytest.approx(40.0) and rows[0]["return_n"] == 2
+    assert main(["plot", str(run), "-o", str(tmp_path / "eval.png"), "--source", "eval", "--smooth", "1"]) == 0
