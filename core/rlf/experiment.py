@@ -195,7 +195,8 @@ def train_one(run: PlannedRun, env: str, steps: int, log: Callable[[str], None],
         action = "resumed"
     else:
         if run.path.exists() and any(run.path.iterdir()):
-            aside = run.path.with_name(f"{run.path.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
+            # hidden, so `rlf compare <runs_dir>` does not count it as another seed
+            aside = run.path.with_name(f".{run.path.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
             run.path.rename(aside)
             log(f"{run.name}: no checkpoint in the old directory; moved it to {aside} and starting over")
         config = merge(run.config, {"run": {"run_dir": str(run.path), "progress": False}})

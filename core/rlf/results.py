@@ -133,7 +133,7 @@ def read_rows(path: Path) -> list[dict[str, float]]:
 
 def find_runs(patterns: Sequence[str | Path]) -> list[Run]:
     """The run directories that paths or globs name; a directory that is not a run but holds runs
-    (at any depth, e.g. an experiment's output) stands for all of them."""
+    (at any depth, e.g. an experiment's output; hidden directories aside) stands for all of them."""
     if not patterns:
         raise ResultsError("name at least one run directory or glob, e.g. runs/ppo-*")
     found: dict[Path, None] = {}
@@ -149,7 +149,10 @@ def find_runs(patterns: Sequence[str | Path]) -> list[Run]:
             if (path / RUN_FILE).is_file():
                 found[path] = None
                 continue
-            nested = sorted(p.parent for p in path.rglob(RUN_FILE)) if path.is_dir() else []
+            # hidden directories (e.g. runs `rlf experiment` moved aside) are not searched
+            nested = sorted(p.parent for p in path.rglob(RUN_FILE)
+                            if not any(part.startswith(".") for part in p.relative_to(path).parts)
+                            ) if path.is_dir() else []
             if not nested:
                 if glob.has_magic(text):
                     continue  # a glob may also match files next to the runs (logs, tables)

@@ -120,9 +120,14 @@ def test_runs_resumes_skips_and_reports(registry, experiment_file, tmp_path):
     broken.runs[0].path.mkdir(parents=True)
     (broken.runs[0].path / "episodes.csv").write_text("env_step,return\n1,0\n")
     run_experiment(broken, log=log.append, registry=registry, report=False)
-    assert list(broken.runs[0].path.parent.glob("linear-pg-seed0.incomplete-*"))
+    aside = list(broken.runs[0].path.parent.glob(".linear-pg-seed0.incomplete-*"))
+    assert len(aside) == 1 and (aside[0] / "episodes.csv").read_text() == "env_step,return\n1,0\n"
     rows = compare(find_runs([broken.runs[0].path]), ["reached"])
     assert rows[0]["env_steps"] == 400 and rows[0]["group"] == "linear-pg on line"
+    # the directory moved aside is not another seed of the group
+    (aside[0] / "run.json").write_text((broken.runs[0].path / "run.json").read_text())
+    long_runs = [g for g in compare(find_runs([tmp_path / "runs" / "long"]), ["reached"])]
+    assert [g["runs"] for g in long_runs] == [1]
 
 
 def test_a_locked_run_is_left_to_its_owner(registry, experiment_file):
