@@ -70,12 +70,12 @@ def plot_runs(runs: Sequence[Run], output: Path, metric: str = "return", x: str 
     figure, axes = plt.subplots(figsize=(8, 4.8))
     drawn: dict[str, int] = {}
     try:
-        for index, group in enumerate(groups):
+        for group in groups:
             curves = [run_curve(run, metric, x, smooth, source) for run in group.runs]
             curves = [(cx, cy) for cx, cy in curves if len(cx)]
             if not curves:
                 continue
-            color = f"C{index % 10}"
+            color = f"C{len(drawn) % 10}"  # groups with nothing to draw yet take no colour
             label = f"{group.label} (n={len(curves)})"
             low, high = max(cx[0] for cx, _ in curves), min(cx[-1] for cx, _ in curves)
             if len(curves) == 1 or high <= low:
