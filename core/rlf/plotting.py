@@ -10,12 +10,12 @@ standard error would claim more than the data supports.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .results import ResultsError, Run, group_runs, metric_column
+from .results import ResultsError, Run, group_runs, metric_column, with_source
 
 X_AXES = ("steps", "wall")
 GRID_POINTS = 200
@@ -52,7 +52,8 @@ def run_curve(run: Run, metric: str, x: str = "steps", smooth: int = 10, source:
 
 
 def plot_runs(runs: Sequence[Run], output: Path, metric: str = "return", x: str = "steps", smooth: int = 10,
-              source: str = "train", title: str | None = None, dpi: int = 110) -> dict[str, int]:
+              source: str = "train", title: str | None = None, dpi: int = 110,
+              note: Callable[[str], None] | None = None) -> dict[str, int]:
     """Write the figure to ``output`` (format from its suffix: .png, .svg, .pdf); returns the number of
     grid points drawn per group label."""
     if x not in X_AXES:
@@ -66,7 +67,7 @@ def plot_runs(runs: Sequence[Run], output: Path, metric: str = "return", x: str 
         import matplotlib.pyplot as plt
     except ImportError:
         raise ResultsError("plotting needs matplotlib: pip install 'rlf[plot]'") from None
-    groups = group_runs(runs)
+    groups = group_runs(with_source(runs, source, note))
     figure, axes = plt.subplots(figsize=(8, 4.8))
     drawn: dict[str, int] = {}
     try:

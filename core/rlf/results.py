@@ -16,7 +16,7 @@ import csv
 import glob
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,12 +277,28 @@ def final_scores(run: Run, metric: str, source: str = "train", last: int = 100) 
     return np.asarray(values[-last:], dtype=float)
 
 
-def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: str = "train", last: int = 100,
-            reps: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
-    """One row per group: per metric mean, IQM and bootstrap 95 % CIs; env steps, wall time, steps/s."""
+def with_source(runs: Sequence[Run], source: str, note: Callable[[str], None] | None = None) -> list[Run]:
+    """The runs that have ``source``'s log. Evaluation logs exist only for some runs (those trained with
+    periodic evaluation, or evaluated by `rlf experiment`): the others are left out, and ``note`` told;
+    none at all is an error."""
     if source not in SOURCES:
         raise ResultsError(f"unknown source {source!r}; use train (episodes.csv), eval (eval.csv) "
                            "or final (final_eval.csv)")
+    if source == "train":
+        return list(runs)
+    kept = [run for run in runs if (run.path / SOURCES[source]).is_file()]
+    if not kept:
+        runs[0].table(source)  # raises the one-line error that names the missing file
+    if note and len(kept) < len(runs):
+        left = [str(run.path) for run in runs if run not in kept]
+        note(f"left out {len(left)} run(s) without {SOURCES[source]}: {', '.join(left)}")
+    return kept
+
+
+def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: str = "train", last: int = 100,
+            reps: int = 2000, seed: int = 0, note: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """One row per group: per metric mean, IQM and bootstrap 95 % CIs; env steps, wall time, steps/s."""
+    runs = with_source(runs, source, note)
     if last < 1:
         raise ResultsError("--last must be at least 1")
     rows = []

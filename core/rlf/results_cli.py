@@ -40,7 +40,7 @@ def add_commands(sub) -> None:
     plot.add_argument("--metric", default="return", help="metric to plot (default return)")
     plot.add_argument("--x", choices=("steps", "wall"), default="steps", help="x axis: env steps or wall time")
     plot.add_argument("--smooth", type=int, default=10, help="moving-average window in episodes (1 = none)")
-    plot.add_argument("--source", choices=("train", "eval"), default="train")
+    plot.add_argument("--source", choices=("train", "eval", "final"), default="train")
     plot.add_argument("--title")
 
     experiment = sub.add_parser("experiment", help="train an experiment file's runs (resumably), then report")
@@ -59,9 +59,12 @@ def add_commands(sub) -> None:
 
 
 def _compare(args) -> int:
+    import sys
+
     from .results import compare, find_runs, format_table
 
-    rows = compare(find_runs(args.runs), args.metric, args.source, args.last, reps=args.reps)
+    rows = compare(find_runs(args.runs), args.metric, args.source, args.last, reps=args.reps,
+                   note=lambda text: print(f"rlf: {text}", file=sys.stderr))
     print(format_table(rows, args.metric, args.format), end="")
     return 0
 
@@ -73,7 +76,7 @@ def _plot(args) -> int:
     from .results import find_runs
 
     drawn = plot_runs(find_runs(args.runs), args.output, metric=args.metric, x=args.x, smooth=args.smooth,
-                      source=args.source, title=args.title)
+                      source=args.source, title=args.title, note=lambda text: print(f"rlf: {text}", file=sys.stderr))
     print(f"wrote {args.output} ({len(drawn)} curve(s))", file=sys.stderr)
     return 0
 

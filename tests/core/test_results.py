@@ -214,3 +214,14 @@ def test_eval_csv_is_read_when_present(tmp_path, capsys):
     rows = compare(find_runs([run]), ["return"], source="eval", last=2)
     assert rows[0]["return_mean"] == pytest.approx(40.0) and rows[0]["return_n"] == 2
     assert main(["plot", str(run), "-o", str(tmp_path / "eval.png"), "--source", "eval", "--smooth", "1"]) == 0
+
+
+def test_evaluation_sources_leave_out_runs_without_them(tmp_path, capsys):
+    evaluated = fake_run(tmp_path / "a", "ppo", values=[1, 2])
+    fake_run(tmp_path / "b", "ppo", seed=1, values=[3, 4])
+    (evaluated / "final_eval.csv").write_text("episode,return\n1,7\n2,9\n")
+    assert main(["compare", str(tmp_path), "--source", "final", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    row = json.loads(captured.out)[0]
+    assert row["runs"] == 1 and row["return_mean"] == pytest.approx(8.0)
+    assert captured.err.startswith("rlf: left out 1 run(s) without final_eval.csv:") and str(tmp_path / "b") in captured.err
