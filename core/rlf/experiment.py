@@ -291,7 +291,7 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
     written = []
     sections = [f"# {experiment.path.stem}\n",
                 f"Budget {experiment.steps} env steps per run; runs in {experiment.runs_dir}.\n",
-                f"## Last {experiment.last} training episodes\n",
+                f"## Last {experiment.last} training episodes (all of them where a run has fewer)\n",
                 format_table(compare(runs, experiment.metrics, "train", experiment.last), experiment.metrics)]
     evaluated = [r for r in runs if (r.path / FINAL_EVAL_FILE).is_file()]
     if evaluated:

@@ -306,7 +306,9 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: s
         steps, walls = [], []
         for run in group.runs:
             run_steps, run_wall = run.progress()
-            steps.append(float(run_steps[-1]))
+            # metrics.csv lags by up to a log interval; an episode logged since is progress too
+            ended = [row["env_step"] for row in run.table("train")[-1:] if "env_step" in row]
+            steps.append(max([float(run_steps[-1]), *ended]))
             walls.append(float(run_wall[-1]))
         total_wall = sum(walls)
         row: dict[str, Any] = {

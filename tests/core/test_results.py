@@ -225,3 +225,11 @@ def test_evaluation_sources_leave_out_runs_without_them(tmp_path, capsys):
     row = json.loads(captured.out)[0]
     assert row["runs"] == 1 and row["return_mean"] == pytest.approx(8.0)
     assert captured.err.startswith("rlf: left out 1 run(s) without final_eval.csv:") and str(tmp_path / "b") in captured.err
+
+
+def test_env_steps_count_episodes_logged_after_the_last_metrics_row(tmp_path):
+    run = fake_run(tmp_path / "run", values=[1, 2])
+    with open(run / "episodes.csv", "a") as handle:
+        handle.write("2500,3,10\n")
+    row = compare(find_runs([run]), ["return"])[0]
+    assert row["env_steps"] == 2500 and row["wall_s"] == pytest.approx(30.0)
