@@ -16,7 +16,7 @@ from .config import (
 )
 from .errors import CheckpointError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
 from .exploration import EpsilonSchedule
-from .hookspecs import RegisterAlgorithm, RegisterCollector, RegisterEnvironment, hookimpl
+from .hookspecs import RegisterAlgorithm, RegisterCollector, RegisterEnvironment, RegisterStrategy, hookimpl
 from .interfaces import (
     EPISODE_METRICS,
     SINGLE_AGENT,
@@ -45,6 +45,11 @@ _LAZY = {
     "Trainer": ("training.trainer", "Trainer"),
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
     "StepResult": ("training.strategy", "StepResult"),
+    "BaseStrategy": ("training.strategy", "BaseStrategy"),
+    "EpisodeTracker": ("training.strategy", "EpisodeTracker"),
+    "OnPolicyStrategy": ("training.on_policy", "OnPolicyStrategy"),
+    "OffPolicyStrategy": ("training.off_policy", "OffPolicyStrategy"),
+    "collect_rollout": ("training.on_policy", "collect_rollout"),
     "registry": ("plugins", "registry"),
     "VectorEnv": ("envs", "VectorEnv"),
     "StepBatch": ("envs", "StepBatch"),
@@ -71,6 +76,6 @@ __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
     "BuildContext", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
     "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
-    "RegisterAlgorithm", "RegisterCollector", "RegisterEnvironment", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "RegisterAlgorithm", "RegisterCollector", "RegisterEnvironment", "RegisterStrategy", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,
 ]

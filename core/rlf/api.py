@@ -32,7 +32,7 @@ from .config import (
 from .envs import Collector, EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
 from .errors import CheckpointError, ConfigError, IncompatibleError
 from .interfaces import BuildContext
-from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry
+from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec
 from .plugins import registry as default_registry
 from .training.strategy import EpisodeTracker, average_metrics, build_strategy
 from .training.trainer import Trainer, set_rng_state
@@ -52,6 +52,8 @@ class Resolved:
     """The ``[collector]`` settings, validated against the selected collector's model."""
     collector_spec: CollectorSpec
     """The collector ``run.vector`` selected (``auto`` resolved)."""
+    strategy: StrategySpec
+    """The strategy family the algorithm runs on."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run.model_dump(mode="json"), "algo": self.algo.model_dump(mode="json"),
@@ -64,6 +66,7 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
     """Defaults < the algorithm's run defaults < ``config`` dict < TOML file < ``--set`` overrides."""
     registry = registry or default_registry()
     spec = registry.algorithm(algorithm)
+    strategy = registry.strategy(spec.family, spec)
     layered: dict[str, Any] = {section: {} for section in SECTIONS}
     layered["run"].update(spec.run_defaults)
     for layer in (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides)):
@@ -82,7 +85,7 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
     collector = registry.collector(run.vector, environment)
     return Resolved(run, validate(spec.config, layered["algo"], "algo"),
                     validate(environment.config, layered["env"], "env"), spec, environment,
-                    validate(collector.config, layered["collector"], "collector"), collector)
+                    validate(collector.config, layered["collector"], "collector"), collector, strategy)
 
 
 def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
@@ -150,7 +153,8 @@ class Algorithm:
             from .training.trainer import rng_state
 
             self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state()}
-        self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector())
+        self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector(),
+                                       self.resolved.strategy)
         if self._pending is not None:
             self.strategy.load_state_dict(self._pending["strategy"])
             set_rng_state(self._pending["rng"])

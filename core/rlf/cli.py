@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--record", type=Path, help="write a video of the episodes (.mp4 or .gif)")
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    sub.add_parser("list", help="installed algorithms, environments and collectors")
+    sub.add_parser("list", help="installed algorithms, environments, strategies and collectors")
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
 
@@ -120,17 +120,20 @@ def _eval(args) -> int:
 
 
 def _list(args) -> int:
-    from .plugins import registry
+    from .plugins import registry, strategy_name
 
     reg = registry()
     print("algorithms:")
     for name, spec in sorted(reg.algorithms.items()):
         default = f"  default env {spec.default_env}" if spec.default_env else ""
-        print(f"  {name:<14} {spec.family.value:<11} {spec.plugin}{default}")
+        print(f"  {name:<14} {strategy_name(spec.family):<11} {spec.plugin}{default}")
     print("environments:")
     for name, spec in sorted(reg.environments.items()):
         shown = f"{name}<id>" if spec.prefix else name
         print(f"  {shown:<14} {spec.plugin}")
+    print("strategies:")
+    for name, spec in sorted(reg.strategies.items()):
+        print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
     print("collectors (run.vector):")
     for name, spec in sorted(reg.collectors.items()):
         print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
@@ -149,7 +152,8 @@ def _plugins(args) -> int:
         return 0
     for row in rows:
         status = f"ERROR {row['error']}" if row["error"] else "ok"
-        provides = ", ".join(row["algorithms"] + row["environments"] + [f"collector {c}" for c in row["collectors"]])
+        provides = ", ".join(row["algorithms"] + row["environments"] + [f"strategy {s}" for s in row["strategies"]]
+                             + [f"collector {c}" for c in row["collectors"]])
         print(f"{row['name']:<18} {row['version'] or '-':<9} {status}")
         if not row["error"]:
             print(f"{'':<18} hooks: {', '.join(row['hooks'])}; provides: {provides or '-'}")

@@ -35,6 +35,11 @@ class RegisterEnvironment(Protocol):
                  prefer_subprocess: bool = False) -> None: ...
 
 
+class RegisterStrategy(Protocol):
+    def __call__(self, name: str, *, strategy: type | str, config: type[BaseModel] | None = None,
+                 description: str = "") -> None: ...
+
+
 class RegisterCollector(Protocol):
     def __call__(self, name: str, *, build_collector: BuildCollector | str, config: type[BaseModel] | None = None,
                  description: str = "") -> None: ...
@@ -50,6 +55,16 @@ def rlf_register_algorithms(register: RegisterAlgorithm):
 @hookspec
 def rlf_register_environments(register: RegisterEnvironment):
     """Call ``register(name, *, build_env, config, ...)`` once per environment."""
+
+
+@hookspec
+def rlf_register_strategies(register: RegisterStrategy):
+    """Call ``register(name, *, strategy, config=None, description="")`` once per strategy family.
+
+    ``strategy`` is an ``rlf.TrainStrategy`` subclass (or a ``"package.module:Class"`` string, imported
+    on first use), constructed as ``strategy(algorithm, env_name, env_factory, context, collector)``.
+    ``config`` is the model of the settings it reads (default ``rlf.AlgorithmConfig``): every
+    algorithm that names this family (``family="<name>"``) must have a config that subclasses it."""
 
 
 @hookspec

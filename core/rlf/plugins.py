@@ -32,10 +32,22 @@ ENTRY_POINT_GROUP = "rlf"
 
 
 class StrategyFamily(StrEnum):
-    """How experience is collected: a value each algorithm declares, not code it writes."""
+    """The core's two strategy families, by their names before strategies were plugins.
+
+    Kept so existing plugins keep working: ``family=StrategyFamily.ON_POLICY`` names the registered
+    strategy ``on-policy`` (see ``STRATEGY_ALIASES``). New code names a strategy by its registered name.
+    """
 
     ON_POLICY = "on_policy"
     OFF_POLICY = "off_policy"
+
+
+STRATEGY_ALIASES = {StrategyFamily.ON_POLICY.value: "on-policy", StrategyFamily.OFF_POLICY.value: "off-policy"}
+
+
+def strategy_name(family: str) -> str:
+    """The registered strategy an algorithm's ``family`` names (the old enum values are aliases)."""
+    return STRATEGY_ALIASES.get(str(family), str(family))
 
 
 class LazyCallable:
@@ -81,6 +93,7 @@ class AlgorithmSpec:
     build_agent: Callable
     build_learner: Callable
     family: str
+    """The strategy family it needs, as the plugin declared it (see ``strategy_name``)."""
     config: type[AlgorithmConfig]
     plugin: str
     default_env: str | None = None
@@ -101,6 +114,17 @@ class EnvironmentSpec:
     """Expensive envs (emulators) run one per subprocess when ``vector = "auto"``."""
     prefix: bool = False
     """Registered as ``name:`` and matching ``name:<anything>`` (e.g. gym:CartPole-v1)."""
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    name: str
+    strategy: Callable
+    """The TrainStrategy class (possibly lazy): ``strategy(algorithm, env_name, env_factory, context, collector)``."""
+    config: type[AlgorithmConfig]
+    """Settings the strategy reads; the config of every algorithm of this family subclasses it."""
+    plugin: str
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,6 +150,7 @@ class PluginInfo:
     error: str | None = None
     algorithms: list[str] = field(default_factory=list)
     environments: list[str] = field(default_factory=list)
+    strategies: list[str] = field(default_factory=list)
     collectors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -133,11 +158,13 @@ class PluginInfo:
 
 
 class Registry:
-    """The installed algorithms, environments and collectors, and what happened when loading each plugin."""
+    """The installed algorithms, environments, strategies and collectors, and what happened when loading
+    each plugin."""
 
     def __init__(self) -> None:
         self.algorithms: dict[str, AlgorithmSpec] = {}
         self.environments: dict[str, EnvironmentSpec] = {}
+        self.strategies: dict[str, StrategySpec] = {}
         self.collectors: dict[str, CollectorSpec] = {}
         self.plugins: dict[str, PluginInfo] = {}
 
@@ -158,6 +185,19 @@ class Registry:
             return self.environments[f"{head}:"]
         known = sorted(n + ("<id>" if self.environments[n].prefix else "") for n in self.environments)
         raise UnknownNameError(_unknown("environment", name, known, self.errors))
+
+    def strategy(self, family: str, algorithm: AlgorithmSpec | None = None) -> StrategySpec:
+        """The strategy family ``family`` names; with ``algorithm``, also check its config fits."""
+        name = strategy_name(family)
+        if name not in self.strategies:
+            needed = f"algorithm {algorithm.name!r} needs " if algorithm else ""
+            raise UnknownNameError(needed + _unknown("strategy", name, sorted(self.strategies), self.errors))
+        spec = self.strategies[name]
+        if algorithm is not None and not issubclass(algorithm.config, spec.config):
+            raise PluginError(f"algorithm {algorithm.name!r} (plugin {algorithm.plugin!r}) runs on strategy {name!r}, "
+                              f"whose settings are {spec.config.__name__}, but its config {algorithm.config.__name__} "
+                              f"does not subclass it; fix the plugin's config class")
+        return spec
 
     def collector(self, name: str, environment: EnvironmentSpec | None = None) -> CollectorSpec:
         """The collector ``run.vector`` names; ``auto`` is the environment's preference (sync or async)."""
@@ -194,7 +234,7 @@ def _requested_plugins() -> set[str] | None:
 
 
 def _builtin_plugins() -> list[tuple[str, Any]]:
-    from . import builtin  # the core's own environments and collectors ship as a default plugin
+    from . import builtin  # the core's own environments, strategies and collectors: a default plugin
 
     return [("rlf", builtin)]
 
@@ -258,13 +298,15 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
     def algorithm_registrar(plugin: str):
         def register(name: str, *, build_agent, build_learner, family, config, default_env=None,
                      action_spaces=("discrete",), multi_agent=True, run_defaults=None) -> None:
-            if family not in set(StrategyFamily):
-                raise PluginError(f"algorithm {name!r}: family must be a StrategyFamily, not {family!r}")
+            if not isinstance(family, str) or not family:
+                raise PluginError(f"algorithm {name!r}: family must name a registered strategy "
+                                  f"(e.g. 'on-policy'), not {family!r}")
+            family = StrategyFamily(family) if family in set(StrategyFamily) else family
             if not (isinstance(config, type) and issubclass(config, AlgorithmConfig)):
                 raise PluginError(f"algorithm {name!r}: config must subclass rlf.AlgorithmConfig")
             _claim(registry.algorithms, name, plugin, "algorithm")
             registry.algorithms[name] = AlgorithmSpec(
-                name, _builder(build_agent), _builder(build_learner), StrategyFamily(family), config, plugin, default_env,
+                name, _builder(build_agent), _builder(build_learner), family, config, plugin, default_env,
                 tuple(action_spaces), multi_agent, dict(run_defaults or {}))
             registry.plugins[plugin].algorithms.append(name)
         return register
@@ -277,6 +319,22 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             registry.environments[name] = EnvironmentSpec(
                 name, _builder(build_env), config, plugin, prefer_subprocess, prefix=name.endswith(":"))
             registry.plugins[plugin].environments.append(name)
+        return register
+
+    def strategy_registrar(plugin: str):
+        def register(name: str, *, strategy, config=None, description: str = "") -> None:
+            config = AlgorithmConfig if config is None else config
+            if not (isinstance(config, type) and issubclass(config, AlgorithmConfig)):
+                raise PluginError(f"strategy {name!r}: config must subclass rlf.AlgorithmConfig (algorithms of "
+                                  "this family extend it), or be None")
+            if not name or name in STRATEGY_ALIASES:
+                raise PluginError(f"strategy name {name!r} is reserved or empty; choose another name")
+            if not (isinstance(strategy, str) or callable(strategy)):
+                raise PluginError(f"strategy {name!r}: strategy must be a TrainStrategy class or "
+                                  "'package.module:Class'")
+            _claim(registry.strategies, name, plugin, "strategy")
+            registry.strategies[name] = StrategySpec(name, _builder(strategy), config, plugin, description)
+            registry.plugins[plugin].strategies.append(name)
         return register
 
     def collector_registrar(plugin: str):
@@ -294,6 +352,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
 
     for hook, registrar in (("rlf_register_algorithms", algorithm_registrar),
                             ("rlf_register_environments", environment_registrar),
+                            ("rlf_register_strategies", strategy_registrar),
                             ("rlf_register_collectors", collector_registrar)):
         for impl in getattr(manager.hook, hook).get_hookimpls():
             try:

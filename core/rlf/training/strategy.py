@@ -12,7 +12,6 @@ import numpy as np
 
 from ..envs import Collector, StepBatch, VectorEnv, build_async_collector, build_sync_collector
 from ..interfaces import Agent, BuildContext, Learner, StateTree
-from ..plugins import StrategyFamily
 
 
 @dataclass
@@ -24,7 +23,11 @@ class StepResult:
 
 
 class TrainStrategy(ABC):
-    family: StrategyFamily
+    """Registered through ``rlf_register_strategies`` and built as
+    ``cls(algorithm, env_name, env_factory, context, collector)`` (``BaseStrategy`` does the common part)."""
+
+    family: str
+    """The name it is registered under (the core's own still say ``StrategyFamily.ON_POLICY`` etc.)."""
 
     @abstractmethod
     def setup(self) -> None: ...
@@ -163,9 +166,10 @@ class BaseStrategy(TrainStrategy):
 
 
 def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                   collector: Collector | bool) -> TrainStrategy:
-    from .off_policy import OffPolicyStrategy
-    from .on_policy import OnPolicyStrategy
+                   collector: Collector | bool, strategy: Any = None) -> TrainStrategy:
+    """The strategy ``algorithm.family`` names, from ``strategy`` (a ``StrategySpec``) or the registry."""
+    if strategy is None:
+        from ..plugins import registry
 
-    cls = OnPolicyStrategy if algorithm.family == StrategyFamily.ON_POLICY else OffPolicyStrategy
-    return cls(algorithm, env_name, env_factory, context, collector)
+        strategy = registry().strategy(algorithm.family, algorithm)
+    return strategy.strategy(algorithm, env_name, env_factory, context, collector)
