@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -44,10 +44,16 @@ class OnPolicyConfig(AlgorithmConfig):
     rollout_steps: int = Field(128, ge=1, le=100_000, description="Env steps per env collected before each update.")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor of the extrinsic return.")
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (1 = Monte-Carlo, 0 = one-step TD).")
-    async_workers: int = Field(
-        0, ge=0, le=64,
-        description="Asynchronous worker processes that collect and learn on a shared model (0 = synchronous).",
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_async_workers(cls, data: Any) -> Any:
+        # Checkpoints and config files from before A3C's workers moved into its plugin carry
+        # async_workers = 0 (synchronous) in every on-policy config; that is what every config
+        # without the field does, so drop it instead of failing the resume. Other values stay errors.
+        if isinstance(data, dict) and data.get("async_workers") == 0 and "async_workers" not in cls.model_fields:
+            data = {key: value for key, value in data.items() if key != "async_workers"}
+        return data
 
 
 class ExplorationConfig(StrictModel):

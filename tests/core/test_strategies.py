@@ -111,3 +111,12 @@ def test_a_third_party_strategy_and_collector_train_through_rlf_train(tmp_path):
         last = list(csv.DictReader(handle))[-1]
     assert float(last["mc_rollouts"]) == 2.5 and float(last["env_step"]) == 64  # mean of 1..4: 4 rollouts
     assert json.loads(report.read_text())["steps"] == 32
+
+
+def test_configs_saved_before_async_workers_left_the_on_policy_settings_still_load():
+    from pydantic import ValidationError
+
+    assert "async_workers" not in LinearPGConfig().model_dump()
+    assert LinearPGConfig.model_validate({"async_workers": 0, "lr": 0.1}).lr == 0.1  # the old default: dropped
+    with pytest.raises(ValidationError, match="async_workers"):
+        LinearPGConfig.model_validate({"async_workers": 2})  # asked for workers: not silently ignored
