@@ -4,6 +4,7 @@ Everything a plugin may import is exported here. Heavy parts (training machinery
 on first use, so ``rlf list`` and plugin discovery stay fast.
 """
 
+from .callbacks import Callback, Logger
 from .config import (
     AlgorithmConfig,
     CollectorConfig,
@@ -16,7 +17,15 @@ from .config import (
 )
 from .errors import CheckpointError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
 from .exploration import EpsilonSchedule
-from .hookspecs import RegisterAlgorithm, RegisterCollector, RegisterEnvironment, RegisterStrategy, hookimpl
+from .hookspecs import (
+    RegisterAlgorithm,
+    RegisterCallback,
+    RegisterCollector,
+    RegisterEnvironment,
+    RegisterLogger,
+    RegisterStrategy,
+    hookimpl,
+)
 from .interfaces import (
     EPISODE_METRICS,
     SINGLE_AGENT,
@@ -74,8 +83,9 @@ def __getattr__(name: str):
 
 __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
-    "BuildContext", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
+    "BuildContext", "Callback", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
     "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
-    "RegisterAlgorithm", "RegisterCollector", "RegisterEnvironment", "RegisterStrategy", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "Logger", "RegisterAlgorithm", "RegisterCallback", "RegisterCollector", "RegisterEnvironment",
+    "RegisterLogger", "RegisterStrategy", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,
 ]

@@ -36,8 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--record", type=Path, help="write a video of the episodes (.mp4 or .gif)")
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
+    evaluate.add_argument("--tensorboard", action="store_true",
+                          help="also put the video in the run's TensorBoard files (tag eval/video)")
 
-    sub.add_parser("list", help="installed algorithms, environments, strategies and collectors")
+    sub.add_parser("list", help="installed algorithms, environments, strategies, collectors, loggers, callbacks")
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
 
@@ -98,6 +100,8 @@ def _train(args) -> int:
     except Interrupted as exc:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if algo.stop_reason:
+        print(f"stopped early: {algo.stop_reason}", file=sys.stderr)
     shown = {k: round(v, 4) for k, v in summary.items() if k.startswith("mean_") or k == "env_step"}
     print(f"done: {json.dumps(shown)}")
     print(f"run directory: {algo.run_dir}   evaluate with: rlf eval {algo.run_dir}")
@@ -108,7 +112,7 @@ def _eval(args) -> int:
     from . import api
 
     algo = api.load(args.run)
-    result = algo.evaluate(episodes=args.episodes, record=args.record)
+    result = algo.evaluate(episodes=args.episodes, record=args.record, tensorboard=args.tensorboard)
     if args.json:
         print(json.dumps(result))
     else:
@@ -134,9 +138,11 @@ def _list(args) -> int:
     print("strategies:")
     for name, spec in sorted(reg.strategies.items()):
         print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
-    print("collectors (run.vector):")
-    for name, spec in sorted(reg.collectors.items()):
-        print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
+    for title, table in (("collectors (run.vector)", reg.collectors), ("loggers (run.loggers)", reg.loggers),
+                         ("callbacks (run.callbacks)", reg.callbacks)):
+        print(f"{title}:" if table else f"{title}: none")
+        for name, spec in sorted(table.items()):
+            print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
     if reg.errors:
         print(f"({len(reg.errors)} plugin(s) failed to load; see `rlf plugins`)")
     return 0
@@ -152,8 +158,9 @@ def _plugins(args) -> int:
         return 0
     for row in rows:
         status = f"ERROR {row['error']}" if row["error"] else "ok"
-        provides = ", ".join(row["algorithms"] + row["environments"] + [f"strategy {s}" for s in row["strategies"]]
-                             + [f"collector {c}" for c in row["collectors"]])
+        provides = ", ".join(row["algorithms"] + row["environments"]
+                             + [f"{kind} {name}" for kind in ("strategy", "collector", "logger", "callback")
+                                for name in row[f"{kind}s" if kind != "strategy" else "strategies"]])
         print(f"{row['name']:<18} {row['version'] or '-':<9} {status}")
         if not row["error"]:
             print(f"{'':<18} hooks: {', '.join(row['hooks'])}; provides: {provides or '-'}")

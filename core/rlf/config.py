@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 
-SECTIONS = ("run", "algo", "env", "collector")
+SECTIONS = ("run", "algo", "env", "collector", "logger", "callback")
 
 
 class StrictModel(BaseModel):
@@ -79,6 +79,15 @@ class OffPolicyConfig(AlgorithmConfig):
         1000, ge=1, description="With actors: env steps between pushes of the learner's weights to the actors.")
 
 
+class StopAtConfig(StrictModel):
+    """Stop training once a metric reaches a value."""
+
+    metric: str = Field("eval/return", min_length=1,
+                        description="eval/<key> (needs eval_interval) or a metrics.csv column such as mean_return.")
+    value: float = Field(..., description="The threshold.")
+    mode: Literal[">=", "<="] = Field(">=", description="Stop when metric >= value (or <= value).")
+
+
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
 
 
@@ -101,6 +110,17 @@ class RunConfig(StrictModel):
     device: str = Field("auto", description="Torch device for plugins that use one: auto, cpu, cuda, cuda:N, mps.")
     save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
     progress: bool = Field(True, description="Show a progress bar on the console.")
+    loggers: list[str] = Field(
+        ["csv", "tensorboard", "progress"],
+        description="Metric sinks (see `rlf list`); settings in [logger.<name>].")
+    callbacks: list[str] = Field(
+        [], description="Callbacks plugins registered (see `rlf list`); settings in [callback.<name>].")
+    eval_interval: int = Field(
+        0, ge=0, description="Env steps between greedy evaluations during training (0 = none): eval.csv, "
+                             "TensorBoard eval/..., the best kept as best.rlf.")
+    eval_episodes: int = Field(10, ge=1, le=100_000, description="Episodes per evaluation during training.")
+    stop_at: StopAtConfig | None = Field(
+        None, description='Stop early, e.g. {metric="eval/return", value=475}.')
 
     @field_validator("device")
     @classmethod
@@ -108,6 +128,21 @@ class RunConfig(StrictModel):
         if not _DEVICE.match(value):
             raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
         return value
+
+    @field_validator("loggers", "callbacks")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        repeated = sorted({name for name in value if value.count(name) > 1})
+        if repeated:
+            raise ValueError(f"lists {', '.join(repeated)} more than once")
+        return value
+
+    @model_validator(mode="after")
+    def _stop_at_needs_its_metric(self) -> RunConfig:
+        if self.stop_at is not None and self.stop_at.metric.startswith("eval/") and not self.eval_interval:
+            raise ValueError(f"stop_at.metric {self.stop_at.metric!r} is an evaluation result: set eval_interval "
+                             "(e.g. eval_interval=10000) or use a metrics.csv column such as mean_return")
+        return self
 
 
 def describe(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, Any, str]]:

@@ -22,7 +22,7 @@ import pluggy
 from pydantic import BaseModel
 
 from . import hookspecs
-from .config import AlgorithmConfig, CollectorConfig, EnvConfig
+from .config import AlgorithmConfig, CollectorConfig, EnvConfig, StrictModel
 from .errors import PluginError, UnknownNameError
 
 API_VERSION = 1
@@ -137,6 +137,17 @@ class CollectorSpec:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class CallbackSpec:
+    """A logger or a callback a plugin registered: ``build(run_dir, run, config) -> rlf.Callback``."""
+
+    name: str
+    build: Callable
+    config: type[BaseModel]
+    plugin: str
+    description: str = ""
+
+
 AUTO_COLLECTOR = "auto"
 """``run.vector = "auto"``: the environment's preference between the built-in ``sync`` and ``async``."""
 
@@ -152,6 +163,8 @@ class PluginInfo:
     environments: list[str] = field(default_factory=list)
     strategies: list[str] = field(default_factory=list)
     collectors: list[str] = field(default_factory=list)
+    loggers: list[str] = field(default_factory=list)
+    callbacks: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -166,6 +179,8 @@ class Registry:
         self.environments: dict[str, EnvironmentSpec] = {}
         self.strategies: dict[str, StrategySpec] = {}
         self.collectors: dict[str, CollectorSpec] = {}
+        self.loggers: dict[str, CallbackSpec] = {}
+        self.callbacks: dict[str, CallbackSpec] = {}
         self.plugins: dict[str, PluginInfo] = {}
 
     @property
@@ -207,6 +222,16 @@ class Registry:
             return self.collectors[name]
         message = _unknown("collector", name, sorted(self.collectors), self.errors)
         raise UnknownNameError(f"run.vector: {message} (or {AUTO_COLLECTOR!r})")
+
+    def logger(self, name: str) -> CallbackSpec:
+        if name in self.loggers:
+            return self.loggers[name]
+        raise UnknownNameError("run.loggers: " + _unknown("logger", name, sorted(self.loggers), self.errors))
+
+    def callback(self, name: str) -> CallbackSpec:
+        if name in self.callbacks:
+            return self.callbacks[name]
+        raise UnknownNameError("run.callbacks: " + _unknown("callback", name, sorted(self.callbacks), self.errors))
 
     def plugin_versions(self) -> dict[str, str | None]:
         return {name: info.version for name, info in self.plugins.items() if not info.error}
@@ -350,10 +375,29 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             registry.plugins[plugin].collectors.append(name)
         return register
 
+    def callback_registrar(kind: str, table: dict[str, CallbackSpec]):
+        def for_plugin(plugin: str):
+            def register(name: str, *, config=None, description: str = "", **builder) -> None:
+                key = f"build_{kind}"
+                if set(builder) != {key}:
+                    raise PluginError(f"{kind} {name!r}: register it with {key}=<callable or 'module:function'>")
+                config = EmptyConfig if config is None else config
+                if not (isinstance(config, type) and issubclass(config, BaseModel)):
+                    raise PluginError(f"{kind} {name!r}: config must be a pydantic model class, or None")
+                if not name:
+                    raise PluginError(f"a {kind} needs a name")
+                _claim(table, name, plugin, kind)
+                table[name] = CallbackSpec(name, _builder(builder[key]), config, plugin, description)
+                getattr(registry.plugins[plugin], f"{kind}s").append(name)
+            return register
+        return for_plugin
+
     for hook, registrar in (("rlf_register_algorithms", algorithm_registrar),
                             ("rlf_register_environments", environment_registrar),
                             ("rlf_register_strategies", strategy_registrar),
-                            ("rlf_register_collectors", collector_registrar)):
+                            ("rlf_register_collectors", collector_registrar),
+                            ("rlf_register_loggers", callback_registrar("logger", registry.loggers)),
+                            ("rlf_register_callbacks", callback_registrar("callback", registry.callbacks))):
         for impl in getattr(manager.hook, hook).get_hookimpls():
             try:
                 impl.function(register=registrar(impl.plugin_name))
@@ -362,6 +406,10 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 info.error = info.error or f"{hook}: {type(exc).__name__}: {exc}".splitlines()[0]
                 if strict:
                     raise PluginError(f"plugin {impl.plugin_name!r} failed to register: {info.error}") from None
+
+
+class EmptyConfig(StrictModel):
+    """No settings."""
 
 
 def _claim(table: dict, name: str, plugin: str, kind: str) -> None:
