@@ -178,6 +178,11 @@ def _config(args) -> int:
         sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
                     ("env", resolved.environment.config, resolved.env),
                     ("collector", resolved.collector_spec.config, resolved.collector)]
+        reg = registry()
+        sections += [(f"logger.{name}", reg.logger(name).config, value) for name, value in resolved.loggers.items()
+                     if type(value).model_fields]
+        sections += [(f"callback.{name}", reg.callback(name).config, value)
+                     for name, value in resolved.callbacks.items() if type(value).model_fields]
     elif args.env:
         environment = registry().environment(args.env)
         values = {"id": args.env.split(":", 1)[1]} if environment.prefix else {}

@@ -103,6 +103,9 @@ def test_a_third_party_strategy_and_collector_train_through_rlf_train(tmp_path):
     listing = run_rlf("list", site=site, check=True).stdout
     assert "monte-carlo" in listing[listing.index("strategies:"):listing.index("collectors")]
     assert "linear-mc      monte-carlo" in listing
+    plugins = run_rlf("plugins", site=site, check=True).stdout
+    assert "provides: linear-mc, strategy monte-carlo, collector counting" in plugins  # the third-party plugin
+    assert "strategy on-policy, strategy off-policy, collector sync, collector async, logger csv" in plugins
     report = tmp_path / "report.json"
     run_rlf("train", "linear-mc", "--env", "line", "--steps", "64", "--no-progress", "--set", "num_envs=2",
             "--set", "algo.rollout_steps=8", "--set", "vector=counting", "--set", f"collector.report='{report}'",
