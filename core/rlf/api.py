@@ -351,9 +351,13 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     except (KeyError, TypeError):
         raise CheckpointError(f"checkpoint {path} is incomplete or foreign; it was not written by rlf") from None
     config = {section: dict(values) for section, values in config.items()}
-    vector = parse_overrides(overrides)["run"].get("vector")
+    changed = parse_overrides(overrides)["run"]
+    vector = changed.get("vector")
     if vector is not None and vector != config["run"].get("vector"):
         config.pop("collector", None)  # the saved settings were for the collector being replaced
+    for kind in ("logger", "callback"):  # keep the saved settings of those the resume still selects
+        if isinstance(changed.get(f"{kind}s"), list) and isinstance(config.get(kind), dict):
+            config[kind] = {name: values for name, values in config[kind].items() if name in changed[f"{kind}s"]}
     if run_dir is not None:
         config["run"]["run_dir"] = str(run_dir)
     registry = registry or default_registry()
