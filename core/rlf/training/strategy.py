@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..envs import StepBatch, VectorEnv, make_vector_env
+from ..envs import StepBatch, Supervision, VectorEnv, make_vector_env
 from ..interfaces import Agent, BuildContext, Learner, StateTree
 from ..plugins import StrategyFamily
 
@@ -58,6 +58,8 @@ class EpisodeTracker:
         self.steps = 0
         self.started = [0] * num_envs
         self.episodes = 0
+        self.dropped = 0
+        """Episodes cut short by a restarted env worker: left out of the stats, counted here."""
 
     def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
         self.steps += 1
@@ -66,6 +68,11 @@ class EpisodeTracker:
             return []
         rows = []
         for i in batch.ended_envs:
+            if i in batch.dropped:
+                self.dropped += 1
+                self.started[i] = self.steps
+                self.returns[:, i] = 0.0
+                continue
             self.episodes += 1
             returns = self.returns[:, i].tolist()
             row: dict[str, float] = {"episode": float(self.episodes), "length": float(self.steps - self.started[i])}
@@ -119,7 +126,9 @@ class BaseStrategy(TrainStrategy):
 
     def setup(self) -> None:
         run = self.context.run
-        self.envs = make_vector_env(self.env_name, self.env_factory, run.num_envs, self.subprocess)
+        self.envs = make_vector_env(self.env_name, self.env_factory, run.num_envs, self.subprocess,
+                                    Supervision(run.env_timeout, run.env_restarts))
+        self.envs.acting = f"algorithm {self.algorithm.name!r} (plugin {self.algorithm.plugin})"
         self.context.env_spec = self.envs.spec
         self.agent = self.algorithm.build_agent(self.context)
         self.learner = self.algorithm.build_learner(self.context, self.agent)
