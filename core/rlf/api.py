@@ -156,6 +156,16 @@ class Algorithm:
         return mode == "async" or (mode == "auto" and self.resolved.environment.prefer_subprocess)
 
     # -- training -------------------------------------------------------------------------------
+    def check(self):
+        """Everything that can be checked before the run directory exists: the environment builds and
+        suits the algorithm, the plugin's builders import, the device exists. A failure then leaves
+        nothing half-made behind. Returns the environment's spec."""
+        env_spec = self._probe_spec()
+        check_compatible(self.resolved.algorithm, env_spec)
+        check_builders(self.resolved.algorithm.build_agent, self.resolved.algorithm.build_learner)
+        check_device(self.resolved.run.device)
+        return env_spec
+
     def train(self, steps: int | None = None, progress: bool | None = None) -> dict[str, float]:
         """Train until ``steps`` total env steps (default: the run config's), writing the run directory."""
         run = self.resolved.run
@@ -163,12 +173,7 @@ class Algorithm:
             run.steps = steps
         if progress is not None:
             run.progress = progress
-        env_spec = self._probe_spec()
-        check_compatible(self.resolved.algorithm, env_spec)
-        # Everything that can be checked before the run directory exists is: a broken builder or an
-        # absent device then leaves nothing half-made behind.
-        check_builders(self.resolved.algorithm.build_agent, self.resolved.algorithm.build_learner)
-        check_device(run.device)
+        env_spec = self.check()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_run_file()
         context = self._context(env_spec)

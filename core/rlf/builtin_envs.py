@@ -43,10 +43,11 @@ def make_gym_env(config: GymEnvConfig, render_mode: str | None = None):
         detail = str(exc).splitlines()[0] if str(exc) else "a dependency is missing"
         raise ConfigError(f"gym:{config.id} needs an extra Gymnasium dependency ({detail}); install it, e.g. "
                           f"pip install \"gymnasium[{_extra_of(config.id)}]\"") from None
-    except TypeError as exc:
-        if not config.kwargs or "argument" not in str(exc):
+    except (TypeError, ValueError, AttributeError, AssertionError, gymnasium.error.Error) as exc:
+        if not config.kwargs:  # nothing the user passed: a genuine failure of the env, keep its traceback
             raise
-        raise ConfigError(f"env.kwargs {config.kwargs!r} do not fit gym:{config.id} ({exc}); "
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise ConfigError(f"env.kwargs {config.kwargs!r} do not fit gym:{config.id} ({detail}); "
                           "fix or drop env.kwargs") from None
 
 

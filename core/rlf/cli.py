@@ -120,6 +120,7 @@ def _train(args) -> int:
     from .errors import ConfigError, EnvWorkerError
     from .training.trainer import Interrupted
 
+    _refuse_twice_set(args)
     overrides = list(args.overrides)
     if args.steps is not None:
         overrides.append(f"run.steps={args.steps}")
@@ -132,6 +133,7 @@ def _train(args) -> int:
             raise ConfigError("--resume continues a run as it was configured; drop ALGORITHM, --env, --config "
                               "and --run-dir (only --steps and --set may change)")
         algo = api.load(args.resume, overrides=overrides)
+        algo.check()
         print(f"resuming {algo.run_dir} at env step {algo.counters.get('env_steps', 0)}", file=sys.stderr)
     else:
         if not args.algorithm:
@@ -139,6 +141,7 @@ def _train(args) -> int:
         if args.run_dir:
             overrides.append(f"run.run_dir={json.dumps(str(args.run_dir))}")
         algo = api.make(args.algorithm, args.env, config_file=args.config, overrides=overrides)
+        algo.check()
         print(f"training {algo.resolved.run.algorithm} on {algo.resolved.run.env}; run directory {algo.run_dir}",
               file=sys.stderr)
     try:
@@ -155,6 +158,20 @@ def _train(args) -> int:
     print(f"done: {json.dumps(shown)}")
     print(f"run directory: {algo.run_dir}   evaluate with: rlf eval {algo.run_dir}")
     return 0
+
+
+def _refuse_twice_set(args) -> None:
+    """A flag and a --set of the same setting with different values: one of them would be ignored."""
+    from .config import parse_overrides
+    from .errors import ConfigError
+
+    given = parse_overrides(args.overrides)["run"]
+    flags = {"steps": ("--steps", args.steps), "seed": ("--seed", args.seed),
+             "run_dir": ("--run-dir", None if args.run_dir is None else str(args.run_dir)),
+             "progress": ("--no-progress", False if args.no_progress else None)}
+    for key, (flag, value) in flags.items():
+        if value is not None and key in given and given[key] != value:
+            raise ConfigError(f"{flag} and --set {key}={given[key]!r} disagree; give the setting once")
 
 
 def _eval(args) -> int:

@@ -58,3 +58,21 @@ def wait_for(predicate, timeout: float, what: str, process: subprocess.Popen | N
 
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("rlf: error:")]
+
+
+def needs_extra(**kwargs):
+    """A Gymnasium entry point whose dependency is missing, as Box2D's envs are without gymnasium[box2d]."""
+    import gymnasium
+
+    raise gymnasium.error.DependencyNotInstalled('Box2D is not installed, you can install it by run `pip install '
+                                                 'swig` followed by `pip install "gymnasium[box2d]"`')
+
+
+def snapshot(*roots: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``roots`` with its size and modification time, to prove nothing was touched."""
+    found = {}
+    for root in roots:
+        for path in [root, *sorted(root.rglob("*"))]:
+            stat = path.lstat()
+            found[str(path)] = (stat.st_size if path.is_file() else -1, stat.st_mtime_ns)
+    return found
