@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium
+
 from . import checkpoint as ckpt
 from .config import (
     SECTIONS,
@@ -27,15 +29,13 @@ from .config import (
     parse_overrides,
     validate,
 )
-import gymnasium
-
 from .envs import EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
 from .errors import CheckpointError, ConfigError, IncompatibleError
 from .interfaces import BuildContext
 from .plugins import AlgorithmSpec, EnvironmentSpec, Registry, check_builders
 from .plugins import registry as default_registry
-from .training.strategy import EpisodeTracker, average_metrics, build_strategy
 from .torch_utils import check_device
+from .training.strategy import EpisodeTracker, average_metrics, build_strategy
 from .training.trainer import Trainer, set_rng_state
 
 RUN_FILE = "run.json"

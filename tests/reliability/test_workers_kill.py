@@ -12,12 +12,9 @@ import os
 import signal
 import time
 
-import pytest
 from faults import env_workers, error_lines, start_rlf, wait_for
 
 from rlf import checkpoint
-
-pytest.importorskip("rlf_plugin_ppo", reason="the kill tests train ppo, as the issue's report did")
 
 TRAIN = ("train", "ppo", "--env", "gym:CartPole-v1", "--set", "vector=async", "--set", "num_envs=4",
          "--set", "algo.rollout_steps=32", "--set", "checkpoint_interval=256", "--set", "log_interval=256",
