@@ -142,6 +142,10 @@ def _other_cases():
     yield "resume-with-config", ["train", "--resume", "{run}", "--config", "{fixtures}/dup.toml"], None
     for pair in ('env="gym:Acrobot-v1"', "run.env=5", "algorithm=dqn", 'run.algorithm="ppo"'):
         yield f"resume-set-{pair}", ["train", "--resume", "{run}", "--set", pair], None
+    yield "run-dir-is-a-file", [*train, "--run-dir", "{fixtures}/dup.toml"], ("dup.toml", "steps = 1\nsteps = 2\n")
+    yield "run-dir-under-a-file", [*train, "--run-dir", "{fixtures}/dup.toml/run"], None
+    yield "run-dir-name-too-long", [*train, "--run-dir", "{fixtures}/" + "r" * 300], None
+    yield "run-dir-set-is-a-file", [*train, "--set", 'run_dir="{fixtures}/dup.toml"'], None
     yield "eval-missing", ["eval", "{fixtures}/nope"], None
     yield "eval-foreign", ["eval", "{fixtures}/foreign"], None
     for episodes in ("0", "-1"):
