@@ -375,8 +375,12 @@ class GymVector(VectorEnv):
             probe.close()
 
     def _start_group(self, size: int) -> gymnasium.vector.AsyncVectorEnv:
-        group = gymnasium.vector.AsyncVectorEnv([self.factory] * size, shared_memory=True,
-                                                autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+        try:
+            group = gymnasium.vector.AsyncVectorEnv([self.factory] * size, shared_memory=True,
+                                                    autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+        except _WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
+            raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
+                                 "check that the environment can be built in a fresh process") from None
         _deprioritize([process.pid for process in group.processes])
         return group
 

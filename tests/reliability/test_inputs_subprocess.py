@@ -52,3 +52,16 @@ def test_a_full_disk_or_unwritable_run_is_one_line(code, tmp_path, monkeypatch, 
     assert result == 2 and "Traceback" not in err
     [line] = error_lines(err)
     assert os.strerror(code) in line and "checkpoint.rlf" in line and ("--run-dir" in line or "permissions" in line)
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_not_a_clean_exit(monkeypatch):
+    """Main turned every BrokenPipeError into exit 0, so a lost env worker looked like success."""
+    from rlf import cli
+
+    def lost_worker(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "_list", lost_worker)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["list"])
+
