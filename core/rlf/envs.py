@@ -466,7 +466,8 @@ class GymVector(VectorEnv):
             self._stopping = True
             hint = ("raise run.env_restarts to replace lost workers and go on" if self.supervision.restarts
                     else "set run.env_restarts=N to replace lost workers and go on")
-            raise EnvWorkerError(f"env worker {what} during {during} ({self.restarts} restart(s) done); {hint}")
+            spent = f" after {self.restarts} restart(s)" if self.supervision.restarts else ""
+            raise EnvWorkerError(f"env worker {what} during {during}{spent}; {hint}")
         self.restarts += 1
         self.groups[part] = self._start_group(self._parts[part].stop - self._parts[part].start)
 

@@ -94,7 +94,7 @@ def test_with_restarts_the_group_is_replaced_and_its_episodes_dropped(envs):
     after = _step(vector, 2)  # the new group steps like the old one
     assert after.rewards[SINGLE_AGENT].tolist() == [1.0] * 4
     os.kill(_worker_pids(vector)[0], signal.SIGKILL)  # the one restart is spent
-    with pytest.raises(EnvWorkerError, match=r"\(1 restart\(s\) done\); raise run.env_restarts"):
+    with pytest.raises(EnvWorkerError, match=r"during step after 1 restart\(s\); raise run.env_restarts"):
         _step(vector)
 
 
