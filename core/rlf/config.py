@@ -38,7 +38,8 @@ class StrictModel(BaseModel):
 def _is_number(annotation: Any) -> bool:
     if annotation in (int, float):
         return True
-    return get_origin(annotation) in (Union, UnionType) and any(a in (int, float) for a in get_args(annotation))
+    args = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    return bool not in args and any(a in (int, float) for a in args)
 
 
 class AlgorithmConfig(StrictModel):

@@ -107,6 +107,9 @@ def _other_cases():
     for key, value in itertools.product(("algo.exploration.start", "algo.exploration.end", "algo.exploration.decay"),
                                         ("-0.1", "1.5", "true", '"x"')):
         yield f"{key}={value}", [*train, "--set", f"{key}={value}"], None
+    for key, value in itertools.product(("algo.exploration.decay_steps", "algo.actors", "algo.actor_sync_interval",
+                                         "algo.seed_offset"), ("true", "-1", '"x"', "2.5")):
+        yield f"{key}={value}", [*train, "--set", f"{key}={value}"], None
     for value in ('"sometimes"', "1", "true"):
         yield f"algo.exploration.schedule={value}", [*train, "--set", f"algo.exploration.schedule={value}"], None
     # config files
