@@ -126,9 +126,8 @@ class BaseStrategy(TrainStrategy):
 
     def setup(self) -> None:
         run = self.context.run
-        self.envs = make_vector_env(self.env_name, self.env_factory, run.num_envs, self.subprocess,
-                                    Supervision(run.env_timeout, run.env_restarts))
-        self.envs.acting = f"algorithm {self.algorithm.name!r} (plugin {self.algorithm.plugin})"
+        self.envs = make_vector_env(self.env_name, self.env_factory, run.num_envs, self.subprocess)
+        supervise(self.envs, run, self.algorithm)
         self.context.env_spec = self.envs.spec
         self.agent = self.algorithm.build_agent(self.context)
         self.learner = self.algorithm.build_learner(self.context, self.agent)
@@ -166,6 +165,15 @@ class BaseStrategy(TrainStrategy):
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+def supervise(envs: VectorEnv, run: Any, algorithm: Any) -> None:
+    """Give envs the run's worker supervision settings and the name errors about actions should blame.
+
+    Set on whatever was built (any collector), so env workers are watched however envs are made."""
+    if hasattr(envs, "supervision"):
+        envs.supervision = Supervision(run.env_timeout, run.env_restarts)
+    envs.acting = f"algorithm {algorithm.name!r} (plugin {algorithm.plugin})"
 
 
 def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
