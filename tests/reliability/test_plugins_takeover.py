@@ -151,3 +151,10 @@ def test_check_actions_accepts_right_actions_and_continuous_ones_left_to_the_env
     check_actions(box, {SINGLE_AGENT: np.array([[3.0], [-0.5]], dtype=np.float32)}, 2, "x")
     with pytest.raises(PluginError, match="non-finite"):
         check_actions(box, {SINGLE_AGENT: np.array([[np.nan], [0.0]], dtype=np.float32)}, 2, "x")
+
+
+def test_every_installed_plugin_passes_the_check():
+    """The real plugins' builder strings all import (what `rlf plugins --check` is for)."""
+    check = run_rlf("--strict", "plugins", "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "builders import" in check.stdout
