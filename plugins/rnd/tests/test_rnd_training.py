@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 from gymnasium import spaces
-from rlf_plugin_rnd.config import RNDConfig
 from rlf_plugin_ppo import build_agent
+from rlf_plugin_rnd.config import RNDConfig
 from rlf_plugin_rnd.learner import build_learner
 from rnd_support import corridor_rollout, distinct_cells, make_context
 

@@ -25,7 +25,7 @@ def spec(actions: spaces.Space = BOX_ACTIONS, num_envs: int = 2) -> EnvSpec:
 
 
 def context(env_spec: EnvSpec, **algo) -> BuildContext:
-    config = SACConfig(hidden_sizes=[16, 16], batch_size=8, learning_starts=0, **algo)
+    config = SACConfig(**{"hidden_sizes": [16, 16], "batch_size": 8, "learning_starts": 0, **algo})
     return BuildContext(env_spec, config, RunConfig(algorithm="sac", env="test"), seed=3, device="cpu")
 
 
@@ -63,11 +63,16 @@ def test_log_prob_is_the_density_of_the_squashed_action():
     torch.testing.assert_close(log_prob, expected, atol=1e-3, rtol=1e-4)
 
 
-def test_random_actions_until_learning_starts_then_the_policy():
-    agent = build_agent(context(spec(num_envs=4), learning_starts=8))
-    assert agent.warming_up
+def test_uniform_actions_until_learning_starts_then_the_policy():
+    agent = build_agent(context(spec(num_envs=4000), learning_starts=8))
+    obs = {"agent": np.zeros((4000, 3), np.float32)}
+    uniform = agent.act(obs).actions["agent"]
+    # uniform over [-2, 2] x [0, 1]: an untrained policy at one observation is far narrower
+    np.testing.assert_allclose(uniform.mean(axis=0), [0.0, 0.5], atol=0.05)
+    np.testing.assert_allclose(uniform.std(axis=0), [4 / 12**0.5, 1 / 12**0.5], rtol=0.05)
     agent.on_progress(8, 0)
-    assert not agent.warming_up
+    policy = agent.act(obs).actions["agent"]
+    assert policy.std(axis=0)[0] < 0.9 * uniform.std(axis=0)[0]
 
 
 @pytest.mark.parametrize("actions", [spaces.Discrete(3), spaces.Box(-np.inf, np.inf, (2,), np.float32)])
@@ -91,7 +96,7 @@ def test_every_config_field_is_documented():
 def test_update_moves_the_critic_targets_and_temperature():
     env_spec = spec(num_envs=16)
     agent = build_agent(context(env_spec))
-    learner = build_learner(context(env_spec), agent)
+    learner = build_learner(context(env_spec, train_frequency=16), agent)  # 16 env steps: one gradient step
     critic_before = [p.clone() for p in learner.critics["agent"].parameters()]
     target_before = [p.clone() for p in learner.targets["agent"].parameters()]
     rng = np.random.default_rng(0)
@@ -105,6 +110,9 @@ def test_update_moves_the_critic_targets_and_temperature():
                                       learner.targets["agent"].parameters(), strict=True):
         torch.testing.assert_close(target, before + 0.005 * (online.detach() - before))
     assert learner.log_alphas["agent"].item() != 0.0  # autotune took a step from log(1)
+    assert learner.gradient_steps_done == 1
+    learner.learn(transitions(16, rng))
+    assert learner.gradient_steps_done == 2 and len(learner.buffers["agent"]) == 32
 
 
 def test_fixed_alpha_stays_fixed():
@@ -133,8 +141,8 @@ def test_checkpoint_restores_weights_optimizers_temperature_counters_and_replay(
     assert again.actor_optimizers["agent"].state_dict()["state"][0]["step"] == 200
     assert again.gradient_steps_done == learner.gradient_steps_done == 200
     assert resumed.strategy.agent.env_steps == 300 and len(again.buffers["agent"]) == 300
-    resumed.train(steps=500)
-    assert again.gradient_steps_done == 400 and len(again.buffers["agent"]) == 500
+    resumed.train(steps=500)  # continues from the restored replay and counters
+    assert resumed.strategy.learner.gradient_steps_done == 400 and len(resumed.strategy.learner.buffers["agent"]) == 500
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ import torch
 from rlf_plugin_actor_critic.learner import ActorCriticLearner
 
 from rlf import BuildContext, StateTree
+from rlf.nn import set_threads
 
 from .model import A3CAgent, holding
 

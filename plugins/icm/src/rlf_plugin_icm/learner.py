@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.factory import learner_with
 from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
+from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
