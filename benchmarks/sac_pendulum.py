@@ -15,8 +15,8 @@ so that venv has the core and the SAC plugin too), made once with:
 
     python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 stable-baselines3 -e . -e plugins/sac
 
-Both sides: torch on one thread, CPU, [256, 256] ReLU MLPs, Adam, lr 3e-4 for policy, critics and
-temperature (``--lr`` changes all three), batch 256, buffer 1e6, 100 uniformly random steps first,
+Both sides: torch on one thread, CPU, ReLU MLPs (``--hidden``, default [256, 256]), Adam, lr 3e-4 for
+policy, critics and temperature (``--lr`` changes all three), batch 256, buffer 1e6, 100 uniformly random steps first,
 one gradient step per env step, tau 0.005, gamma 0.99, entropy temperature tuned from 1.0 towards
 -dim(A).
 """
@@ -54,13 +54,14 @@ def evaluate(policy: Callable[[np.ndarray], np.ndarray], episodes: int) -> float
     return float(np.mean(returns))
 
 
-def run_rlf(seed: int, steps: int, lr: float, episodes: int) -> dict[str, float]:
+def run_rlf(seed: int, steps: int, lr: float, hidden: list[int], episodes: int) -> dict[str, float]:
     import rlf
 
     with tempfile.TemporaryDirectory() as run_dir:
         algo = rlf.make("sac", f"gym:{ENV_ID}", overrides=[
             f"seed={seed}", "progress=false", "checkpoint_interval=0", f"run_dir='{run_dir}'",
-            f"algo.actor_lr={lr}", f"algo.critic_lr={lr}", f"algo.alpha_lr={lr}", "algo.torch_threads=1"])
+            f"algo.actor_lr={lr}", f"algo.critic_lr={lr}", f"algo.alpha_lr={lr}", f"algo.hidden_sizes={hidden}",
+            "algo.torch_threads=1"])
         start = time.perf_counter()
         algo.train(steps=steps)
         seconds = time.perf_counter() - start
@@ -69,7 +70,7 @@ def run_rlf(seed: int, steps: int, lr: float, episodes: int) -> dict[str, float]
     return {"seconds": seconds, "steps_per_s": steps / seconds, "return": result}
 
 
-def run_sb3(seed: int, steps: int, lr: float, episodes: int) -> dict[str, float]:
+def run_sb3(seed: int, steps: int, lr: float, hidden: list[int], episodes: int) -> dict[str, float]:
     from stable_baselines3 import SAC
 
     from rlf.nn import set_threads
@@ -78,7 +79,7 @@ def run_sb3(seed: int, steps: int, lr: float, episodes: int) -> dict[str, float]
     env = gymnasium.make(ENV_ID)
     model = SAC("MlpPolicy", env, learning_rate=lr, buffer_size=1_000_000, learning_starts=100, batch_size=256,
                 tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto_1.0",
-                policy_kwargs={"net_arch": [256, 256]}, seed=seed, device="cpu", verbose=0)
+                policy_kwargs={"net_arch": list(hidden)}, seed=seed, device="cpu", verbose=0)
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
     seconds = time.perf_counter() - start
@@ -95,7 +96,8 @@ def main() -> int:
     parser.add_argument("--impl", choices=("rlf", "sb3", "both"), default="rlf")
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--lr", type=float, default=3e-4, help="policy, critic and temperature learning rate")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="hidden widths of every MLP")
     parser.add_argument("--episodes", type=int, default=10, help="greedy evaluation episodes per run")
     args = parser.parse_args()
     impls = ("rlf", "sb3") if args.impl == "both" else (args.impl,)
@@ -106,13 +108,13 @@ def main() -> int:
             print("stable-baselines3 is not installed here; see this script's docstring for the one-line venv",
                   file=sys.stderr)
             return 2
-    print(f"# {ENV_ID}, {args.steps} env steps, seeds {args.seeds}, lr {args.lr}, "
+    print(f"# {ENV_ID}, {args.steps} env steps, seeds {args.seeds}, lr {args.lr}, hidden {args.hidden}, "
           f"{args.episodes} greedy eval episodes, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"{'impl':<5} {'seed':>4} {'seconds':>8} {'steps/s':>8} {'return':>8}  >= {THRESHOLD:.0f}")
     results: dict[str, list[dict[str, float]]] = {impl: [] for impl in impls}
     for seed in args.seeds:
         for impl in impls:
-            row = RUNNERS[impl](seed, args.steps, args.lr, args.episodes)
+            row = RUNNERS[impl](seed, args.steps, args.lr, args.hidden, args.episodes)
             results[impl].append(row)
             print(f"{impl:<5} {seed:>4} {row['seconds']:>8.1f} {row['steps_per_s']:>8.1f} {row['return']:>8.1f}  "
                   f"{'yes' if row['return'] >= THRESHOLD else 'no'}", flush=True)

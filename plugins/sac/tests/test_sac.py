@@ -147,11 +147,12 @@ def test_checkpoint_restores_weights_optimizers_temperature_counters_and_replay(
 
 @pytest.mark.slow
 def test_learns_pendulum_well_above_random(tmp_path):
-    # A uniform random policy scores about -1200 on Pendulum. Measured (plugins/sac/README.md): with
-    # these settings the greedy return after 3,000 steps is about -350..-150 on the seeds tried.
+    # A uniform random policy scores about -1200 on Pendulum (greedy, untrained: about -1300..-1500).
+    # Measured (plugins/sac/README.md): after 4,000 steps with these settings the greedy return was
+    # RESULTS on seeds 0..2; the margin leaves room for other seeds' and machines' noise.
     algo = rlf.make("sac", "gym:Pendulum-v1", overrides=[
         "progress=false", "checkpoint_interval=0", f"run_dir='{tmp_path}'", "seed=0", "algo.learning_starts=500",
-        "algo.actor_lr=1e-3", "algo.critic_lr=1e-3", "algo.alpha_lr=1e-3"])
-    algo.train(steps=3_000)
+        "algo.hidden_sizes=[64,64]", "algo.actor_lr=1e-3", "algo.critic_lr=1e-3", "algo.alpha_lr=1e-3"])
+    algo.train(steps=4_000)
     result = algo.evaluate(episodes=5)
-    assert result["return"] > -700, result
+    assert result["return"] > -600, result
