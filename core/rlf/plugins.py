@@ -384,8 +384,13 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
     claims: dict[tuple[str, str], list[str]] = {}
 
     def _claim(table: dict, name: str, plugin: str, kind: str) -> None:
-        # Every claim is recorded and the name goes to no one when there are several: letting the
-        # first one found win is how an impostor on the path became `ppo`.
+        # The core's own names (gym:, its strategies and collectors) stay the core's: a plugin that
+        # claims one gets the error. Between plugins every claim is recorded and the name goes to
+        # no one when there are several: letting the first one found win is how an impostor on the
+        # path became `ppo`.
+        if name in table and table[name].plugin == "rlf":
+            raise PluginError(f"{kind} {name!r} is already registered by plugin 'rlf' (the core); "
+                              "choose another name")
         claims.setdefault((kind, name), []).append(plugin)
 
     def strategy_registrar(plugin: str):
