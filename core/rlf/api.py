@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checkpoint as ckpt
+from . import rundir
 from .config import (
     SECTIONS,
     AlgorithmConfig,
@@ -29,6 +30,7 @@ from .config import (
 )
 from .envs import EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
 from .errors import CheckpointError, ConfigError, IncompatibleError
+from .finite import check_tree
 from .interfaces import BuildContext
 from .plugins import AlgorithmSpec, EnvironmentSpec, Registry
 from .plugins import registry as default_registry
@@ -101,6 +103,9 @@ class Algorithm:
         self.strategy = None
         self._agent_state = None
         self._pending: dict[str, Any] | None = None
+        # True once run_dir holds this object's own run (loaded from it, or trained into it): training
+        # continues it. False: the directory must not hold another run (unless overwrite=True).
+        self._continues = False
 
     # -- construction ---------------------------------------------------------------------------
     @property
@@ -124,17 +129,49 @@ class Algorithm:
         return mode == "async" or (mode == "auto" and self.resolved.environment.prefer_subprocess)
 
     # -- training -------------------------------------------------------------------------------
-    def train(self, steps: int | None = None, progress: bool | None = None) -> dict[str, float]:
-        """Train until ``steps`` total env steps (default: the run config's), writing the run directory."""
+    def train(self, steps: int | None = None, progress: bool | None = None,
+              overwrite: bool = False) -> dict[str, float]:
+        """Train until ``steps`` total env steps (default: the run config's), writing the run directory.
+
+        The run directory is locked while training. A directory that already holds another run is
+        refused unless ``overwrite`` (which removes that run's files first); continuing this object's
+        own run (after ``rlf.load(run_dir)`` or an earlier ``train()``) first cuts ``metrics.csv`` and
+        ``episodes.csv`` back to the checkpoint's env step.
+        """
         run = self.resolved.run
-        if steps is not None:
-            run.steps = steps
-        if progress is not None:
-            run.progress = progress
+        done = int(self.counters.get("env_steps", 0))
+        target = run.steps if steps is None else steps
+        if done and target <= done:
+            raise ConfigError(f"this run is already at env step {done:,}, so a target of {target:,} steps trains "
+                              f"nothing; pass a larger total, e.g. --steps {done + max(done // 2, 1)}")
+        run_dir = rundir.validate(self.run_dir)
         env_spec = self._probe_spec()
         check_compatible(self.resolved.algorithm, env_spec)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = rundir.RunDirLock(run_dir).acquire()
+        try:
+            if self._continues:
+                rundir.truncate_history(run_dir, done)
+            elif overwrite:
+                rundir.remove_run(run_dir)
+            else:
+                rundir.refuse_existing_run(run_dir)
+            if steps is not None:
+                run.steps = steps
+            if progress is not None:
+                run.progress = progress
+            return self._train_locked(env_spec)
+        except OSError as exc:
+            error = rundir.disk_error(exc, run_dir, self.counters.get("env_steps"))
+            if error is None:
+                raise
+            raise error from None
+        finally:
+            lock.release()
+
+    def _train_locked(self, env_spec) -> dict[str, float]:
+        run = self.resolved.run
         self._write_run_file()
+        self._continues = True
         context = self._context(env_spec)
         if self._pending is None and self.strategy is not None and self.strategy.agent is not None:
             # train() again on the same object continues, exactly as a resume from a checkpoint would
@@ -144,7 +181,11 @@ class Algorithm:
         self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._subprocess())
         if self._pending is not None:
             self.strategy.load_state_dict(self._pending["strategy"])
-            set_rng_state(self._pending["rng"])
+            try:
+                set_rng_state(self._pending["rng"])
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise CheckpointError(f"the checkpoint's RNG state (rng) is unusable ({type(exc).__name__}: {exc}); "
+                                      "it was not written by this rlf or was edited") from None
             self._pending = None
         trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters)
         try:
@@ -170,7 +211,11 @@ class Algorithm:
                 "saved_at": time.time(), **trainer_state}
 
     def _save_checkpoint(self, trainer_state: dict[str, Any]) -> None:
-        ckpt.save(self.run_dir / CHECKPOINT_FILE, self._checkpoint_state(trainer_state))
+        # NaN weights never replace the last good checkpoint: the run stops here instead.
+        check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step "
+                   f"{trainer_state['counters']['env_steps']}", self.run_dir)
+        ckpt.save(self.run_dir / CHECKPOINT_FILE, self._checkpoint_state(trainer_state),
+                  keep=self.resolved.run.keep_checkpoints)
 
     def save(self, path: Path | str) -> Path:
         """Write a self-describing checkpoint of the current state to ``path``."""
@@ -184,6 +229,7 @@ class Algorithm:
             trainer_state = {key: self._pending[key] for key in ("counters", "rng", "strategy")}
         else:
             raise CheckpointError("nothing to save yet: call train() first (or rlf.load a checkpoint)")
+        check_tree(trainer_state["strategy"], "strategy", "the state to save", None)
         ckpt.save(path, self._checkpoint_state(trainer_state))
         return path
 
@@ -204,7 +250,7 @@ class Algorithm:
         try:
             context = self._context(envs.spec)
             agent = self.resolved.algorithm.build_agent(context)
-            agent.load_state_dict(state)
+            ckpt.load_into(agent, state, "agent")
             tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
             obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
             rows: list[dict[str, float]] = []
@@ -275,20 +321,18 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     elif not path.exists():
         raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
     state = ckpt.load(path)
-    try:
-        config = state["config"]
-        algorithm, env = config["run"]["algorithm"], config["run"]["env"]
-        counters = {k: int(v) for k, v in state["counters"].items()}
-        state["strategy"]["agent"]
-    except (KeyError, TypeError):
-        raise CheckpointError(f"checkpoint {path} is incomplete or foreign; it was not written by rlf") from None
-    config = {section: dict(values) for section, values in config.items()}
-    if run_dir is not None:
-        config["run"]["run_dir"] = str(run_dir)
+    checked = ckpt.validate_state(path, state)
+    config = {section: dict(values) for section, values in state["config"].items()}
+    # A checkpoint file's stored run directory is never trusted as a place to write: it may be someone
+    # else's run, or a path chosen by whoever made the file. Training a loaded file starts a new run
+    # directory (the default name, or run_dir= in overrides); a loaded run directory continues itself.
+    config["run"]["run_dir"] = str(run_dir) if run_dir is not None else None
     registry = registry or default_registry()
-    resolved = resolve(algorithm, env, config=config, overrides=overrides, registry=registry)
+    resolved = resolve(checked.config.run.algorithm, checked.config.run.env, config=config, overrides=overrides,
+                       registry=registry)
     algo = Algorithm(resolved, run_dir=run_dir or resolved.run.run_dir, registry=registry)
-    algo.counters = counters
+    algo._continues = run_dir is not None
+    algo.counters = dict(checked.counters)
     algo._agent_state = state["strategy"]["agent"]
     algo._pending = state
     return algo

@@ -88,7 +88,17 @@ class RunConfig(StrictModel):
     run_dir: Path | None = Field(None, description="Run directory (default runs/<algorithm>-<env>-<time>).")
     device: str = Field("auto", description="Torch device for plugins that use one: auto, cpu, cuda, cuda:N, mps.")
     save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
+    keep_checkpoints: int = Field(
+        2, ge=1, le=100,
+        description="Checkpoints kept: checkpoint.rlf plus the previous ones as checkpoint-1.rlf, ... (1 = latest only).")
     progress: bool = Field(True, description="Show a progress bar on the console.")
+
+    @field_validator("run_dir", mode="before")
+    @classmethod
+    def _run_dir(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():  # Path("") would silently mean the current directory
+            raise ValueError("must not be empty; name a directory, e.g. run_dir=\"runs/my-run\"")
+        return value
 
     @field_validator("device")
     @classmethod

@@ -26,3 +26,11 @@ class PluginError(RlfError):
 
 class CheckpointError(RlfError):
     """A run directory or checkpoint is missing, foreign or corrupt."""
+
+
+class RunDirError(CheckpointError):
+    """A run directory cannot be used: invalid, not writable, already holding a run, or in use."""
+
+
+class NonFiniteError(RlfError):
+    """Training produced NaN or infinity; the run stopped before it reached a CSV or a checkpoint."""

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..config import RunConfig
+from ..finite import check_step
 from ..stats import CsvLog, Progress, TensorBoardWriter
 from .strategy import TrainStrategy, average_metrics
 
@@ -65,6 +66,7 @@ class Trainer:
             ready = True
             while counters["env_steps"] < run.steps:
                 result = self.strategy.step(run.steps - counters["env_steps"])
+                check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir)
                 counters["env_steps"] += result.env_steps
                 counters["updates"] += 1
                 window_steps += result.env_steps
