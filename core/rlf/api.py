@@ -106,6 +106,7 @@ class Algorithm:
         # True once run_dir holds this object's own run (loaded from it, or trained into it): training
         # continues it. False: the directory must not hold another run (unless overwrite=True).
         self._continues = False
+        self._saved_step: int | None = None
 
     # -- construction ---------------------------------------------------------------------------
     @property
@@ -172,6 +173,7 @@ class Algorithm:
         run = self.resolved.run
         self._write_run_file()
         self._continues = True
+        self._saved_step = None
         context = self._context(env_spec)
         if self._pending is None and self.strategy is not None and self.strategy.agent is not None:
             # train() again on the same object continues, exactly as a resume from a checkpoint would
@@ -211,11 +213,15 @@ class Algorithm:
                 "saved_at": time.time(), **trainer_state}
 
     def _save_checkpoint(self, trainer_state: dict[str, Any]) -> None:
+        step = trainer_state["counters"]["env_steps"]
+        if step == self._saved_step:  # the final checkpoint right after an interval one: same state
+            return
         # NaN weights never replace the last good checkpoint: the run stops here instead.
         check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step "
                    f"{trainer_state['counters']['env_steps']}", self.run_dir)
         ckpt.save(self.run_dir / CHECKPOINT_FILE, self._checkpoint_state(trainer_state),
                   keep=self.resolved.run.keep_checkpoints)
+        self._saved_step = step
 
     def save(self, path: Path | str) -> Path:
         """Write a self-describing checkpoint of the current state to ``path``."""
@@ -250,7 +256,7 @@ class Algorithm:
         try:
             context = self._context(envs.spec)
             agent = self.resolved.algorithm.build_agent(context)
-            ckpt.load_into(agent, state, "agent")
+            ckpt.load_into(agent, state, "agent", check_shapes=True)
             tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
             obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
             rows: list[dict[str, float]] = []
@@ -297,6 +303,21 @@ def _default_run_dir(run: RunConfig) -> Path:
     return Path("runs") / f"{run.algorithm}-{safe_env}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _previous_hint(path: Path) -> str:
+    """Where the latest checkpoint is unreadable, say which kept copy is not (keep_checkpoints)."""
+    for index in range(1, 100):
+        older = ckpt.previous(path, index)
+        if not older.is_file():
+            return ""
+        try:
+            steps = ckpt.validate_state(older, ckpt.load(older)).counters.get("env_steps")
+        except CheckpointError:
+            continue
+        return (f"; the previous checkpoint {older.name} (env step {steps}) is intact: copy it over "
+                f"{path.name} to resume from it")
+    return ""
+
+
 def make(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
          overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
          registry: Registry | None = None) -> Algorithm:
@@ -320,8 +341,13 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
             raise CheckpointError(f"run directory {run_dir} has no checkpoint yet; start a new run instead")
     elif not path.exists():
         raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
-    state = ckpt.load(path)
-    checked = ckpt.validate_state(path, state)
+    try:
+        state = ckpt.load(path)
+        checked = ckpt.validate_state(path, state)
+    except CheckpointError as exc:
+        if run_dir is None:
+            raise
+        raise CheckpointError(f"{exc}{_previous_hint(path)}") from None
     config = {section: dict(values) for section, values in state["config"].items()}
     # A checkpoint file's stored run directory is never trusted as a place to write: it may be someone
     # else's run, or a path chosen by whoever made the file. Training a loaded file starts a new run

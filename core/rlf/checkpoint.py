@@ -414,28 +414,37 @@ def validate_state(path: Path, state: Any) -> RunState:
         raise CheckpointError(f"checkpoint {path} {what}; it is incomplete or was not written by rlf") from None
 
 
-def describe_mismatch(expected: Any, got: Any, path: str, out: list[str] | None = None) -> list[str]:
-    """Per-tensor differences between what an object's ``state_dict()`` has and what a checkpoint holds."""
+def describe_mismatch(expected: Any, got: Any, path: str, out: list[str] | None = None,
+                      shapes_only: bool = False) -> list[str]:
+    """Per-tensor differences between what an object's ``state_dict()`` has and what a checkpoint holds.
+
+    ``shapes_only``: only arrays present on both sides whose shapes differ (lists of different
+    lengths, missing keys and dtypes are left to the target's own ``load_state_dict``).
+    """
     out = [] if out is None else out
     want, have = _to_array(expected), _to_array(got)
     if want is not None or have is not None:
         if want is None or have is None:
-            out.append(f"{path}: checkpoint {_kind(got)}, model {_kind(expected)}")
-        elif want.shape != have.shape or want.dtype != have.dtype:
+            if not shapes_only:
+                out.append(f"{path}: checkpoint {_kind(got)}, model {_kind(expected)}")
+        elif want.shape != have.shape or (want.dtype != have.dtype and not shapes_only):
             out.append(f"{path}: checkpoint {tuple(have.shape)} {have.dtype}, model {tuple(want.shape)} {want.dtype}")
     elif isinstance(expected, dict) and isinstance(got, dict):
         for key in expected:
-            if key not in got:
+            if key in got:
+                describe_mismatch(expected[key], got[key], f"{path}.{key}", out, shapes_only)
+            elif not shapes_only:
                 out.append(f"{path}.{key}: missing from the checkpoint")
-            else:
-                describe_mismatch(expected[key], got[key], f"{path}.{key}", out)
-        out.extend(f"{path}.{key}: in the checkpoint but not in the model" for key in got if key not in expected)
+        if not shapes_only:
+            out.extend(f"{path}.{key}: in the checkpoint but not in the model" for key in got if key not in expected)
     elif isinstance(expected, list | tuple) and isinstance(got, list | tuple):
-        if len(expected) != len(got):
-            out.append(f"{path}: checkpoint has {len(got)} entries, model {len(expected)}")
-        else:
+        if len(expected) == len(got):
             for i, (e, g) in enumerate(zip(expected, got, strict=True)):
-                describe_mismatch(e, g, f"{path}[{i}]", out)
+                describe_mismatch(e, g, f"{path}[{i}]", out, shapes_only)
+        elif not shapes_only:
+            out.append(f"{path}: checkpoint has {len(got)} entries, model {len(expected)}")
+    elif shapes_only:
+        pass
     elif type(expected) is not type(got) and not (_number(expected) and _number(got)):
         out.append(f"{path}: checkpoint {_kind(got)}, model {_kind(expected)}")
     return out
@@ -452,8 +461,17 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def load_into(target: Any, state: Any, name: str) -> None:
-    """``target.load_state_dict(state)``; a checkpoint that does not fit is one line naming each tensor."""
+def load_into(target: Any, state: Any, name: str, check_shapes: bool = False) -> None:
+    """``target.load_state_dict(state)``; a checkpoint that does not fit is one line naming each tensor.
+
+    ``check_shapes`` compares every array's shape with the target's own ``state_dict()`` first, for
+    targets whose state has fixed shapes (an agent's weights; not a learner's replay): a plugin whose
+    ``load_state_dict`` accepts any shape would otherwise fail later, far from the cause.
+    """
+    if check_shapes:
+        problems = describe_mismatch(target.state_dict(), state, name, shapes_only=True)
+        if problems:
+            raise _misfit(name, problems, None)
     try:
         target.load_state_dict(state)
     except (KeyError, ValueError, TypeError, RuntimeError, IndexError, AttributeError) as exc:
@@ -461,8 +479,11 @@ def load_into(target: Any, state: Any, name: str) -> None:
             problems = describe_mismatch(target.state_dict(), state, name)
         except Exception:  # noqa: BLE001 - the original error is what to report then
             problems = []
-        shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
-        detail = shown or f"{type(exc).__name__}: {_short(exc)}"
-        raise CheckpointError(f"the checkpoint does not fit this {name} ({detail}); it was written with another "
-                              "configuration or plugin version: train with the same settings, or start a new run") \
-            from None
+        raise _misfit(name, problems, exc) from None
+
+
+def _misfit(name: str, problems: list[str], exc: BaseException | None) -> CheckpointError:
+    shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
+    detail = shown or f"{type(exc).__name__}: {_short(exc)}"
+    return CheckpointError(f"the checkpoint does not fit this {name} ({detail}); it was written with another "
+                           "configuration or plugin version: train with the same settings, or start a new run")

@@ -38,6 +38,9 @@ def validate(path: Path | str | None, *, what: str = "run directory") -> Path:
         if len(os.fsencode(part)) > name_max:
             raise RunDirError(f"{what} {str(path)[:80]}...: the name {part[:40]}... is longer than this "
                               f"filesystem allows ({name_max} bytes); choose a shorter --run-dir")
+    if len(os.fsencode(str(path.absolute()))) >= 4096:
+        raise RunDirError(f"{what} {str(path)[:80]}... is longer than paths may be (4096 bytes); "
+                          "choose a shorter --run-dir")
     if path.exists() and not path.is_dir():
         raise RunDirError(f"{what} {path} is a file, not a directory; choose another --run-dir")
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
@@ -50,11 +53,18 @@ def validate(path: Path | str | None, *, what: str = "run directory") -> Path:
 
 
 def _name_max(path: Path) -> int:
-    probe = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    probe = next((p for p in (path, *path.parents) if _exists(p) and p.is_dir()), Path("."))
     try:
-        return os.pathconf(probe if probe.is_dir() else probe.parent, "PC_NAME_MAX")
+        return os.pathconf(probe, "PC_NAME_MAX")
     except (OSError, ValueError):
         return 255
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # e.g. ENAMETOOLONG: it cannot exist either
+        return False
 
 
 def holds_run(path: Path) -> bool:

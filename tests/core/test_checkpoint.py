@@ -35,7 +35,7 @@ def test_pickled_or_object_data_is_refused(tmp_path):
                                            '"state": {"x": {"__nd__": "a0"}}}')
         with archive.open("arrays/a0.npy", "w") as out:
             np.lib.format.write_array(out, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(CheckpointError, match="corrupt"):
+    with pytest.raises(CheckpointError, match="holds Python objects"):
         ckpt.load(path)
 
 

@@ -149,7 +149,7 @@ class BaseStrategy(TrainStrategy):
     def _restore(self, state: StateTree) -> None:
         from ..checkpoint import load_into  # a checkpoint that does not fit is one line naming each tensor
 
-        load_into(self.agent, state["agent"], "agent")
+        load_into(self.agent, state["agent"], "agent", check_shapes=True)
         load_into(self.learner, state["learner"], "learner")
         load_into(self.tracker, state.get("episodes"), "episode tracker")
 
