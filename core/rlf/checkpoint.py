@@ -219,8 +219,11 @@ def load(path: Path, limits: Limits | None = None) -> dict[str, Any]:
             return _decode(structure, read)
     except CheckpointError:
         raise
+    except MemoryError:
+        raise CheckpointError(f"checkpoint {path} needs more memory than this machine has available "
+                              f"({path.stat().st_size:,} bytes on disk); load it on a larger machine") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, ValueError, TypeError, OSError, EOFError,
-            NotImplementedError, RuntimeError, MemoryError, OverflowError, zlib.error) as exc:
+            NotImplementedError, RuntimeError, OverflowError, zlib.error) as exc:
         raise CheckpointError(f"checkpoint {path} is corrupt ({type(exc).__name__}: {_short(exc)}); "
                               "restore it from a backup or start a new run") from None
 
@@ -241,6 +244,7 @@ def _check_members(path: Path, archive: zipfile.ZipFile, limits: Limits) -> dict
         raise _too_big(path, "its member count", len(infos), limits.max_members, "max_members")
     members: dict[str, zipfile.ZipInfo] = {}
     total = 0
+    file_size = path.stat().st_size
     for info in infos:
         name = info.filename
         if name != "structure.json" and not _MEMBER.fullmatch(name):
@@ -254,6 +258,9 @@ def _check_members(path: Path, archive: zipfile.ZipFile, limits: Limits) -> dict
             raise CheckpointError(f"checkpoint {path} is refused: {name!r} uses an unsupported compression")
         if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
             raise CheckpointError(f"checkpoint {path} is corrupt: {name!r} declares two different sizes")
+        if info.header_offset + info.compress_size > file_size:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name!r} claims {info.compress_size:,} bytes, "
+                                  "larger than the file; restore it from a backup or start a new run")
         ratio = info.file_size / max(info.compress_size, 1)
         if info.compress_type != zipfile.ZIP_STORED and ratio > limits.max_compression_ratio:
             raise _too_big(path, f"{name!r}'s compression ratio (a zip bomb?)", ratio, limits.max_compression_ratio,
