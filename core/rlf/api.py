@@ -148,8 +148,9 @@ class Algorithm:
         run_dir = rundir.validate(self.run_dir)
         env_spec = self._probe_spec()
         check_compatible(self.resolved.algorithm, env_spec)
-        lock = rundir.RunDirLock(run_dir).acquire()
+        lock = rundir.RunDirLock(run_dir)
         try:
+            lock.acquire()
             if self._continues:
                 rundir.truncate_history(run_dir, done)
             elif overwrite:

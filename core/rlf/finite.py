@@ -17,11 +17,10 @@ from .errors import NonFiniteError
 
 
 def _advice(run_dir: Path | None) -> str:
-    if run_dir is None:
-        return "lower the learning rate or check the environment's rewards and observations"
-    kept = (f"the last good checkpoint is kept; resume it with `rlf train --resume {run_dir}`"
-            if (Path(run_dir) / "checkpoint.rlf").is_file() else "no checkpoint was written")
-    return f"{kept} after lowering the learning rate or fixing the environment's rewards and observations"
+    fix = "lower the learning rate or fix the environment's rewards and observations"
+    if run_dir is None or not (Path(run_dir) / "checkpoint.rlf").is_file():
+        return f"{fix}, then train again"
+    return f"the last good checkpoint is kept: {fix}, then continue with `rlf train --resume {run_dir}`"
 
 
 def _bad(value: Any) -> bool:
@@ -34,14 +33,23 @@ def check_step(result: Any, env_step: int, algorithm: str, run_dir: Path | None)
     for key, value in result.metrics.items():
         if _bad(value):
             raise NonFiniteError(f"training stopped at env step {env_step}: the learner's metric {key!r} is "
-                                 f"{float(value)} (algorithm {algorithm}); nothing non-finite was logged, "
+                                 f"{float(value)} (algorithm {algorithm}); nothing non-finite was logged; "
                                  f"{_advice(run_dir)}")
     for row in result.episodes:
         for key, value in row.items():
             if _bad(value):
                 raise NonFiniteError(f"training stopped at env step {env_step}: an episode's {key!r} is "
                                      f"{float(value)} (from the environment's rewards or metrics); nothing "
-                                     f"non-finite was logged, {_advice(run_dir)}")
+                                     f"non-finite was logged; {_advice(run_dir)}")
+
+
+def check_weights(strategy: Any, env_step: int, algorithm: str, run_dir: Path | None) -> None:
+    """The learner's weights (what evaluation uses), at each log interval: cheap next to the steps between."""
+    found = first_non_finite(strategy.weights(), "weights")
+    if found is not None:
+        where, value = found
+        raise NonFiniteError(f"training stopped at env step {env_step}: {where} is {value} (algorithm {algorithm}); "
+                             f"{_advice(run_dir)}")
 
 
 def first_non_finite(tree: Any, path: str) -> tuple[str, float] | None:

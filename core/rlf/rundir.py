@@ -205,11 +205,12 @@ def disk_error(exc: OSError, run_dir: Path, step: int | None) -> RunDirError | N
     reason = DISK_ERRNOS.get(exc.errno)
     if reason is None:
         return None
-    kept = (f"; the last checkpoint is kept, continue with `rlf train --resume {run_dir}`"
-            if (Path(run_dir) / "checkpoint.rlf").is_file() else "")
-    where = f" at env step {step}" if step is not None else ""
-    return RunDirError(f"cannot write run directory {run_dir}{where}: {reason} "
-                       f"({exc.filename or run_dir}){kept}; free space or choose another --run-dir")
+    then = (f", then continue with `rlf train --resume {run_dir}` (its last checkpoint is kept)"
+            if (Path(run_dir) / "checkpoint.rlf").is_file() else " or choose another --run-dir")
+    where = f" at env step {step}" if step else ""
+    name = f" ({exc.filename})" if exc.filename else ""
+    fix = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the directory"
+    return RunDirError(f"cannot write run directory {run_dir}{where}: {reason}{name}; {fix}{then}")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -81,7 +81,7 @@ def _kill_loop(tmp_path: Path, site: Path, in_writes: bool, seed: int) -> None:
     run, cwd, marker = tmp_path / "run", tmp_path / "cwd", tmp_path / "writing"
     cwd.mkdir()
     outside = tree(site)
-    last_step, kills = 0, 0
+    last_step, kills, torn_writes = 0, 0, 0
     while kills < KILLS_PER_TEST:
         marker.unlink(missing_ok=True)
         child = _start(run, cwd, site, marker if in_writes else None)
@@ -102,10 +102,13 @@ def _kill_loop(tmp_path: Path, site: Path, in_writes: bool, seed: int) -> None:
             child.kill()
             child.wait()
         assert child.returncode == -signal.SIGKILL
+        torn_writes += bool(list(run.glob(".checkpoint*.tmp")))
         last_step = _check_after_kill(run, last_step)
         assert tree(cwd) == {} and tree(site) == outside, "a file outside the run directory was written"
         assert set(p.name for p in tmp_path.iterdir()) <= {"run", "cwd", "writing"}
     assert last_step > 0, "no checkpoint survived any kill: the kills came too early to test anything"
+    if in_writes:  # the kills did land inside writes: half-written temporary files were left behind
+        assert torn_writes >= KILLS_PER_TEST // 3, torn_writes
     target = last_step + 300
     final = subprocess.run([sys.executable, "-m", "rlf.cli", "train", "--resume", str(run), "--steps", str(target),
                             "--no-progress"], cwd=cwd, env=child_env(site), capture_output=True, text=True,

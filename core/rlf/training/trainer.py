@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..config import RunConfig
-from ..finite import check_step
+from ..finite import check_step, check_weights
 from ..stats import CsvLog, Progress, TensorBoardWriter
 from .strategy import TrainStrategy, average_metrics
 
@@ -84,6 +84,7 @@ class Trainer:
                                "env_step": counters["env_steps"], "updates": counters["updates"],
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
+                    check_weights(self.strategy, counters["env_steps"], run.algorithm, self.run_dir)
                     metrics_log.write(summary)
                     board.scalars(counters["env_steps"], summary)
                     pending.clear()
