@@ -425,8 +425,9 @@ def describe_mismatch(expected: Any, got: Any, path: str, out: list[str] | None 
                       shapes_only: bool = False) -> list[str]:
     """Per-tensor differences between what an object's ``state_dict()`` has and what a checkpoint holds.
 
-    ``shapes_only``: only arrays present on both sides whose shapes differ (lists of different
-    lengths, missing keys and dtypes are left to the target's own ``load_state_dict``).
+    ``shapes_only``: only arrays present on both sides whose shapes differ, where the model's array is
+    not empty (lists of different lengths, missing keys and dtypes are left to the target's own
+    ``load_state_dict``).
     """
     out = [] if out is None else out
     want, have = _to_array(expected), _to_array(got)
@@ -434,7 +435,11 @@ def describe_mismatch(expected: Any, got: Any, path: str, out: list[str] | None 
         if want is None or have is None:
             if not shapes_only:
                 out.append(f"{path}: checkpoint {_kind(got)}, model {_kind(expected)}")
-        elif want.shape != have.shape or (want.dtype != have.dtype and not shapes_only):
+        elif shapes_only:
+            # A model array that starts empty is storage that grows (a tabular agent's table), not a weight.
+            if want.size and want.shape != have.shape:
+                out.append(f"{path}: checkpoint {tuple(have.shape)} {have.dtype}, model {tuple(want.shape)} {want.dtype}")
+        elif want.shape != have.shape or want.dtype != have.dtype:
             out.append(f"{path}: checkpoint {tuple(have.shape)} {have.dtype}, model {tuple(want.shape)} {want.dtype}")
     elif isinstance(expected, dict) and isinstance(got, dict):
         for key in expected:
