@@ -128,6 +128,10 @@ def previous(path: Path, index: int) -> Path:
 def _rotate(path: Path, keep: int) -> None:
     """Shift the kept copies one place back; the newest becomes ``-1`` as a hard link, so that at
     every instant ``path`` itself still names a complete checkpoint."""
+    extra = max(keep, 1)
+    while previous(path, extra).is_file():  # keep_checkpoints was lowered since they were written
+        previous(path, extra).unlink()
+        extra += 1
     if keep <= 1 or not path.is_file():
         return
     for index in range(keep - 1, 0, -1):

@@ -47,7 +47,9 @@ def validate(path: Path | str | None, *, what: str = "run directory") -> Path:
     if existing is not None and not existing.is_dir():
         raise RunDirError(f"{what} {path} cannot be created: {existing} is a file; choose another --run-dir")
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise RunDirError(f"{what} {path} is not writable ({existing} does not allow writing); "
+        why = ("is on a read-only filesystem" if os.statvfs(existing).f_flag & os.ST_RDONLY
+               else "does not allow writing")
+        raise RunDirError(f"{what} {path} is not writable ({existing} {why}); "
                           "choose another --run-dir or fix its permissions")
     return path
 

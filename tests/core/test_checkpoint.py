@@ -73,3 +73,13 @@ def test_foreign_truncated_and_newer_files(tmp_path):
         archive.writestr("structure.json", '{"format": "rlf-checkpoint", "format_version": 99, "state": {}}')
     with pytest.raises(CheckpointError, match="newer rlf"):
         ckpt.load(tmp_path / "new.rlf")
+
+
+def test_keep_rotates_previous_checkpoints_and_drops_extra_ones(tmp_path):
+    path = tmp_path / "checkpoint.rlf"
+    for step in range(1, 5):
+        ckpt.save(path, {"step": step}, keep=3)
+    assert [ckpt.load(p)["step"] for p in (path, ckpt.previous(path, 1), ckpt.previous(path, 2))] == [4, 3, 2]
+    assert not ckpt.previous(path, 3).exists()
+    ckpt.save(path, {"step": 5}, keep=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.rlf"]

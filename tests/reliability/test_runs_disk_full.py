@@ -54,3 +54,17 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_the_checkpoint(site, 
     assert resumed.returncode == 0, resumed.stderr
     assert ckpt.load(run / "checkpoint.rlf")["counters"]["env_steps"] == done
     assert_history_consistent(run, upto=done)
+
+
+def test_a_read_only_run_directory_is_one_line_and_nothing_changes(site, small_disk):
+    run = small_disk / "run"
+    assert rlf("train", "tabular-q", "--env", "line", "--steps", "100", "--no-progress", "--run-dir", str(run),
+               site=site).returncode == 0
+    remount = subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], capture_output=True, text=True)
+    assert remount.returncode == 0, remount.stderr
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert_one_line_error(rlf("train", "--resume", str(run), "--steps", "200", site=site),
+                          "is not writable", "read-only filesystem", "choose another --run-dir")
+    assert_one_line_error(rlf("train", "tabular-q", "--env", "line", "--run-dir", str(small_disk / "new"),
+                              site=site), "is not writable", "read-only filesystem")
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
