@@ -13,11 +13,15 @@ transitions) implies.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+import numpy as np
 
 import rlf
 from rlf import checkpoint as ckpt
@@ -35,8 +39,19 @@ def measure(path: Path) -> dict[str, float]:
             "json depth": ckpt._depth(structure, 10_000), "load s": time.perf_counter() - start}
 
 
+def _nbytes(tree) -> int:
+    if isinstance(tree, np.ndarray):
+        return tree.nbytes
+    if isinstance(tree, dict):
+        return sum(_nbytes(v) for v in tree.values())
+    if isinstance(tree, list | tuple):
+        return sum(_nbytes(v) for v in tree)
+    return 0
+
+
 def run(algorithm: str, env: str, steps: int, settings: list[str]) -> Path:
     run_dir = Path(tempfile.mkdtemp(prefix=f"rlf-ckpt-{algorithm}-"))
+    atexit.register(shutil.rmtree, run_dir, True)
     algo = rlf.make(algorithm, env, overrides=[f"steps={steps}", "progress=false", f"run_dir='{run_dir}'",
                                                "checkpoint_interval=0", *settings])
     algo.train()
@@ -49,19 +64,22 @@ def main() -> None:
     parser.add_argument("--ppo-steps", type=int, default=256)
     parser.add_argument("--dqn-buffer", type=int, default=2000)
     args = parser.parse_args()
-    rows = {
-        "ppo": measure(run("ppo", args.env, args.ppo_steps, ["num_envs=2", "vector=sync", "algo.rollout_steps=128"])),
-        "dqn": measure(run("dqn", args.env, args.dqn_buffer + 100,
-                           [f"algo.buffer_size={args.dqn_buffer}", f"algo.min_replay_size={args.dqn_buffer}",
-                            "vector=sync"])),
+    paths = {
+        "ppo": run("ppo", args.env, args.ppo_steps, ["num_envs=2", "vector=sync", "algo.rollout_steps=128"]),
+        "dqn": run("dqn", args.env, args.dqn_buffer + 100,
+                   [f"algo.buffer_size={args.dqn_buffer}", f"algo.min_replay_size={args.dqn_buffer}", "vector=sync"]),
     }
+    rows = {name: measure(path) for name, path in paths.items()}
     keys = list(rows["ppo"])
     print(f"{'':>18} " + " ".join(f"{k:>18}" for k in keys))
     for name, row in rows.items():
         print(f"{name + ' on ' + args.env:>18} " + " ".join(f"{row[k]:>18.3f}" for k in keys))
-    per = rows["dqn"]["file MB"] * 1e6 / args.dqn_buffer
-    print(f"dqn: about {per:,.0f} bytes per stored transition -> the default 50,000-transition buffer "
-          f"makes a checkpoint of about {per * 50_000 / 1e9:.2f} GB")
+    state = ckpt.load(paths["dqn"])
+    replay = _nbytes(state["strategy"]["learner"].get("replay"))
+    rest = paths["dqn"].stat().st_size - replay
+    per = replay / args.dqn_buffer
+    print(f"dqn: replay {replay / 1e6:.1f} MB = {per:,.0f} bytes per stored transition, the rest {rest / 1e6:.1f} MB "
+          f"-> with the default 50,000-transition buffer a checkpoint of about {(rest + per * 50_000) / 1e9:.2f} GB")
     limits = ckpt.Limits()
     print(f"limits: total {limits.max_total_bytes / 2**30:.0f} GiB, array {limits.max_array_bytes / 2**30:.0f} GiB, "
           f"members {limits.max_members:,}, json {limits.max_json_bytes >> 20} MiB / depth {limits.max_json_depth}")

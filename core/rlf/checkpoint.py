@@ -158,9 +158,10 @@ GiB = 1 << 30
 class Limits(BaseModel):
     """Caps on what reading a checkpoint may cost, checked before anything is read or allocated.
 
-    Sized from real checkpoints (docs/TESTING.md has the measurements): a Mario DQN checkpoint with
-    its default 50,000-transition replay is about 0.4 GB in about 30 members, a Mario PPO one 6 MB;
-    the caps leave two orders of magnitude on top. Override one with the environment variable
+    Sized from real checkpoints (``benchmarks/checkpoint_sizes.py``; numbers in docs/TESTING.md): a
+    Mario DQN checkpoint with its default 50,000-transition replay is about 0.4 GB, a Mario PPO one
+    20 MB; both have about 60 members, a structure.json of about 12 kB nested 11 deep. The caps leave
+    two orders of magnitude or more on top (a replay of millions of frames needs a raised cap). Override one with the environment variable
     ``RLF_CHECKPOINT_<FIELD>`` (e.g. ``RLF_CHECKPOINT_MAX_TOTAL_BYTES=200000000000``) or pass
     ``limits=`` to :func:`load`.
     """
@@ -169,8 +170,8 @@ class Limits(BaseModel):
 
     max_total_bytes: int = Field(64 * GiB, ge=1, description="Sum of the members' uncompressed sizes.")
     max_array_bytes: int = Field(32 * GiB, ge=1, description="One array's size, from its .npy header.")
-    max_members: int = Field(1_000_000, ge=1, description="Files in the archive (a tabular agent has many).")
-    max_json_bytes: int = Field(256 << 20, ge=1, description="Size of structure.json.")
+    max_members: int = Field(100_000, ge=1, description="Files in the archive.")
+    max_json_bytes: int = Field(64 << 20, ge=1, description="Size of structure.json.")
     max_json_depth: int = Field(64, ge=4, description="Nesting depth of structure.json.")
     max_compression_ratio: float = Field(
         50.0, ge=1, description="Uncompressed/compressed size of one member (rlf writes them uncompressed).")

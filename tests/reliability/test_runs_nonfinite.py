@@ -30,6 +30,10 @@ def _train(site, run, algorithm, *extra):
     ("linear-pg", ("--set", "algo.rollout_steps=16"), r"the learner's metric 'value_loss' is nan"),
     # NaN observations: they reach the agent's state (here as table keys)
     ("tabular-q", ("--set", "env.nan_obs=true"), r"weights\.tables\.\w+\[\d+\]\[0\]\[0\] is nan"),
+    # the real plugins the issue saw finish with NaN weights (dqn, iql) or write a NaN checkpoint (ppo)
+    ("dqn", ("--set", "algo.min_replay_size=32", "--set", "algo.batch_size=16"), r"metric 'loss' is nan"),
+    ("iql", (), r"(metric '\w+'|weights\.\S+) is nan"),
+    ("ppo", ("--set", "algo.rollout_steps=32"), r"metric '\w+' is nan"),
 ])
 def test_non_finite_values_stop_the_run_and_the_good_checkpoint_is_kept(site, tmp_path, algorithm, extra, named):
     run = tmp_path / "run"
