@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             args.command](args)
     except RlfError as exc:
         print(f"rlf: error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return getattr(exc, "exit_code", EXIT_USER_ERROR)
     except KeyboardInterrupt:
         print("rlf: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -33,4 +33,8 @@ class RunDirError(CheckpointError):
 
 
 class NonFiniteError(RlfError):
-    """Training produced NaN or infinity; the run stopped before it reached a CSV or a checkpoint."""
+    """Training produced NaN or infinity; the run stopped before it reached a CSV or a checkpoint.
+
+    Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
+
+    exit_code = 1

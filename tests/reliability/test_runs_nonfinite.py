@@ -38,7 +38,7 @@ def _train(site, run, algorithm, *extra):
 def test_non_finite_values_stop_the_run_and_the_good_checkpoint_is_kept(site, tmp_path, algorithm, extra, named):
     run = tmp_path / "run"
     line = assert_one_line_error(_train(site, run, algorithm, *extra), "training stopped at env step",
-                                 f"--resume {run}")
+                                 f"--resume {run}", code=1)
     assert re.search(named, line), line
     assert "env step" in line
     state = ckpt.load(run / "checkpoint.rlf")
