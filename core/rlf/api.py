@@ -305,7 +305,7 @@ def _default_run_dir(run: RunConfig) -> Path:
 
 
 def _previous_hint(path: Path) -> str:
-    """Where the latest checkpoint is unreadable, say which kept copy is not (keep_checkpoints)."""
+    """Where the latest checkpoint is unreadable, name the newest kept copy (keep_checkpoints) that reads."""
     for index in range(1, 100):
         older = ckpt.previous(path, index)
         if not older.is_file():

@@ -127,12 +127,15 @@ def previous(path: Path, index: int) -> Path:
 
 def _rotate(path: Path, keep: int) -> None:
     """Shift the kept copies one place back; the newest becomes ``-1`` as a hard link, so that at
-    every instant ``path`` itself still names a complete checkpoint."""
-    extra = max(keep, 1)
+    every instant ``path`` itself still names a complete checkpoint. With ``keep`` 1 nothing beside
+    ``path`` is touched (``x-1.rlf`` next to a saved ``x.rlf`` may be the user's own file)."""
+    if keep <= 1:
+        return
+    extra = keep
     while previous(path, extra).is_file():  # keep_checkpoints was lowered since they were written
         previous(path, extra).unlink()
         extra += 1
-    if keep <= 1 or not path.is_file():
+    if not path.is_file():
         return
     for index in range(keep - 1, 0, -1):
         older = previous(path, index)
@@ -147,7 +150,11 @@ def _rotate(path: Path, keep: int) -> None:
     except OSError:  # a filesystem without hard links: copy, still atomically
         import shutil
 
-        atomic_write(newest, lambda handle: shutil.copyfileobj(path.open("rb"), handle, 1 << 24))
+        def copy(handle) -> None:
+            with path.open("rb") as source:
+                shutil.copyfileobj(source, handle, 1 << 24)
+
+        atomic_write(newest, copy)
 
 
 # -- reading ------------------------------------------------------------------------------------

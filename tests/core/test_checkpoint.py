@@ -81,5 +81,7 @@ def test_keep_rotates_previous_checkpoints_and_drops_extra_ones(tmp_path):
         ckpt.save(path, {"step": step}, keep=3)
     assert [ckpt.load(p)["step"] for p in (path, ckpt.previous(path, 1), ckpt.previous(path, 2))] == [4, 3, 2]
     assert not ckpt.previous(path, 3).exists()
-    ckpt.save(path, {"step": 5}, keep=1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.rlf"]
+    ckpt.save(path, {"step": 5}, keep=2)     # keep lowered: the copy past it goes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1.rlf", "checkpoint.rlf"]
+    ckpt.save(path, {"step": 6})             # keep=1 (a plain save) never touches files beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1.rlf", "checkpoint.rlf"]
