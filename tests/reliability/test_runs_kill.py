@@ -7,6 +7,7 @@ outside it was written. A final resume must finish with a complete, consistent h
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -65,6 +66,8 @@ def _start(run: Path, cwd: Path, site: Path, marker: Path | None) -> subprocess.
 
 def _check_after_kill(run: Path, last_step: int) -> int:
     step = last_step
+    if (run / "run.json").is_file():   # written atomically: whole or the previous version, never torn
+        assert json.loads((run / "run.json").read_text())["format"] == "rlf-run"
     if (run / "checkpoint.rlf").is_file():
         state = ckpt.load(run / "checkpoint.rlf")
         step = state["counters"]["env_steps"]
