@@ -213,16 +213,18 @@ class Algorithm:
                             "environment": [environment, versions.get(environment)]},
                 "saved_at": time.time(), **trainer_state}
 
-    def _save_checkpoint(self, trainer_state: dict[str, Any]) -> None:
+    def _save_checkpoint(self, trainer_state: dict[str, Any], name: str = CHECKPOINT_FILE) -> Path:
+        path = self.run_dir / name
         step = trainer_state["counters"]["env_steps"]
-        if step == self._saved_step:  # the final checkpoint right after an interval one: same state
-            return
+        main = name == CHECKPOINT_FILE
+        if main and step == self._saved_step:  # the final checkpoint right after an interval one: same state
+            return path
         # NaN weights never replace the last good checkpoint: the run stops here instead.
-        check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step "
-                   f"{trainer_state['counters']['env_steps']}", self.run_dir)
-        ckpt.save(self.run_dir / CHECKPOINT_FILE, self._checkpoint_state(trainer_state),
-                  keep=self.resolved.run.keep_checkpoints)
-        self._saved_step = step
+        check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step {step}", self.run_dir)
+        ckpt.save(path, self._checkpoint_state(trainer_state), keep=self.resolved.run.keep_checkpoints if main else 1)
+        if main:
+            self._saved_step = step
+        return path
 
     def save(self, path: Path | str) -> Path:
         """Write a self-describing checkpoint of the current state to ``path``."""
