@@ -197,22 +197,22 @@ def _step(text: str) -> float | None:
 
 # -- disk errors ----------------------------------------------------------------------------------
 
-DISK_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-               errno.EROFS: "the filesystem is read-only", errno.EACCES: "permission denied",
-               errno.EPERM: "operation not permitted", errno.EIO: "an I/O error"}
+DISK_ERRNOS = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space",
+               errno.EROFS: "make it writable", errno.EACCES: "fix the permissions",
+               errno.EPERM: "fix the permissions", errno.EIO: "check the disk"}
 
 
 def disk_error(exc: OSError, run_dir: Path, step: int | None) -> RunDirError | None:
     """A user-fixable OSError writing the run as one line (None: not one we can explain)."""
-    reason = DISK_ERRNOS.get(exc.errno)
-    if reason is None:
+    fix = DISK_ERRNOS.get(exc.errno)
+    if fix is None:
         return None
-    then = (f", then continue with `rlf train --resume {run_dir}` (its last checkpoint is kept)"
-            if (Path(run_dir) / "checkpoint.rlf").is_file() else " or choose another --run-dir")
+    kept = (f"; the last checkpoint is kept: continue with `rlf train --resume {run_dir}`"
+            if (Path(run_dir) / "checkpoint.rlf").is_file() else "")
     where = f" at env step {step}" if step else ""
     name = f" ({exc.filename})" if exc.filename else ""
-    fix = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the directory"
-    return RunDirError(f"cannot write run directory {run_dir}{where}: {reason}{name}; {fix}{then}")
+    return RunDirError(f"cannot write run directory {run_dir}{where}: {exc.strerror or os.strerror(exc.errno)}"
+                       f"{name}; {fix} or choose another --run-dir{kept}")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -43,7 +43,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_the_checkpoint(site, 
     _fill(filler, leave=96 * 1024)
     result = rlf("train", "tabular-q", "--env", "line", "--steps", "100000000", "--no-progress",
                  "--set", "log_interval=4", "--set", "checkpoint_interval=200", "--run-dir", str(run), site=site)
-    line = assert_one_line_error(result, "no space left", f"--resume {run}")
+    line = assert_one_line_error(result, "No space left on device", "free some space", f"--resume {run}")
     state = ckpt.load(run / "checkpoint.rlf")
     assert state["counters"]["env_steps"] > 0 and "env step" in line
     assert not list(run.glob(".checkpoint*.tmp"))   # a failed write removes its temporary file
