@@ -1,7 +1,9 @@
 """Run directories are owned: validated before use, locked for the life of a run, never silently reused.
 
 The lock is an OS-level file lock (``filelock``, flock on POSIX) on ``<run dir>/.rlf.lock``: the kernel
-drops it when the process dies, even on ``kill -9``, so a crashed run never leaves a stale lock. Who
+drops it when the process dies, even on ``kill -9``, so a crashed run never leaves a stale lock, and
+filelock (4.x) closes the descriptor in forked children, so an actor process outliving its killed
+parent does not keep it either. Who
 holds it is written to ``.rlf-owner.json`` after acquiring, because the lock file itself is truncated
 by every process that tries to take it.
 """

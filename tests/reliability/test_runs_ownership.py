@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import pytest
 from fault_support import assert_history_consistent, assert_one_line_error, child_env, make_site, rlf, tree
 
 from rlf import checkpoint as ckpt
+from rlf.errors import RunDirError
 
 TRAIN = ("train", "tabular-q", "--env", "line", "--no-progress", "--set", "log_interval=20")
 
@@ -136,3 +139,35 @@ def test_keep_checkpoints_keeps_the_previous_ones_loadable(site, tmp_path):
     assert not (run / "checkpoint-3.rlf").exists()
     weights = ckpt.load(run / "checkpoint-1.rlf")["strategy"]["agent"]["tables"]
     assert all(np.isfinite(np.asarray(v)).all() for rows in weights.values() for _, v in rows)
+
+
+FORKING_HOLDER = r"""
+import os, sys, time
+from rlf.rundir import RunDirLock
+held = RunDirLock(sys.argv[1]).acquire()
+if os.fork() == 0:          # an actor-like child that outlives its parent
+    time.sleep(30)
+    os._exit(0)
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_forked_child_never_keeps_the_lock_of_a_parent_killed_with_9(tmp_path):
+    """Actor processes are forked; were the lock's descriptor inherited, an actor outliving a parent
+    killed with -9 would keep the run directory locked."""
+    from rlf.rundir import RunDirLock
+
+    holder = subprocess.Popen([sys.executable, "-c", FORKING_HOLDER, str(tmp_path)], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(RunDirError, match="in use by"):
+            RunDirLock(tmp_path).acquire()
+        holder.kill()
+        holder.wait()
+        assert subprocess.run(["pgrep", "-s", str(holder.pid)], capture_output=True).stdout.strip(), \
+            "the forked child should still be alive for this test to mean anything"
+        RunDirLock(tmp_path).acquire().release()
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
