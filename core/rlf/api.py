@@ -341,7 +341,8 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
                                   "pass the directory `rlf train` created")
         path = path / CHECKPOINT_FILE
         if not path.is_file():
-            raise CheckpointError(f"run directory {run_dir} has no checkpoint yet; start a new run instead")
+            raise CheckpointError(f"run directory {run_dir} has no checkpoint yet (it stopped before its first "
+                                  f"one); start it again with `rlf train ALGO --run-dir {run_dir} --overwrite`")
     elif not path.exists():
         raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
     try:
