@@ -26,6 +26,9 @@ LOCK_FILE = ".rlf.lock"
 OWNER_FILE = ".rlf-owner.json"
 # What makes a directory "hold a run", and what --overwrite removes (never anything else).
 RUN_FILES = ("run.json", "checkpoint.rlf", "metrics.csv", "episodes.csv")
+# Also written by a run (periodic evaluation), removed by --overwrite and cut back on resume.
+EXTRA_FILES = ("eval.csv", "best.rlf", "best.json")
+HISTORY_FILES = ("metrics.csv", "episodes.csv", "eval.csv")
 CHECKPOINT_GLOB = "checkpoint*.rlf"
 STALE_TMP_GLOBS = (".checkpoint*.rlf.*.tmp", ".run.json.*.tmp", "*.csv.tmp", f".{OWNER_FILE}.*.tmp")
 
@@ -142,7 +145,7 @@ def clean_stale_tmp(run_dir: Path) -> list[Path]:
 
 def remove_run(run_dir: Path) -> None:
     """What --overwrite does: remove the files rlf wrote, keep anything else the user put there."""
-    for name in RUN_FILES:
+    for name in (*RUN_FILES, *EXTRA_FILES):
         (run_dir / name).unlink(missing_ok=True)
     for path in run_dir.glob(CHECKPOINT_GLOB):
         path.unlink(missing_ok=True)
@@ -158,7 +161,7 @@ def refuse_existing_run(run_dir: Path) -> None:
 # -- history ------------------------------------------------------------------------------------
 
 
-def truncate_history(run_dir: Path, env_step: int, names: tuple[str, ...] = ("metrics.csv", "episodes.csv")) -> None:
+def truncate_history(run_dir: Path, env_step: int, names: tuple[str, ...] = HISTORY_FILES) -> None:
     """Cut each CSV back to the rows logged at or before ``env_step`` (the checkpoint's), atomically.
 
     Rows after the checkpoint were logged by a run that was killed before its next checkpoint; a
