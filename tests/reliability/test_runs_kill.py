@@ -45,7 +45,8 @@ if marker:
 from rlf.cli import main
 sys.exit(main(sys.argv[1:]))
 """
-TRAIN = ["--no-progress", "--set", "log_interval=25", "--set", "checkpoint_interval=300"]
+# CSV only: what is checked here, and TensorBoard's import would double each start on a loaded machine
+TRAIN = ["--no-progress", "--set", "log_interval=25", "--set", "checkpoint_interval=300", "--set", "loggers=['csv']"]
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,20 @@ def _start(run: Path, cwd: Path, site: Path, marker: Path | None) -> subprocess.
     extra = {"RLF_TEST_WRITE_MARKER": str(marker)} if marker else {}
     return subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=cwd, env=child_env(site, **extra),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _owner_pid(run: Path) -> int | None:
+    try:
+        return json.loads((run / ".rlf-owner.json").read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _check_after_kill(run: Path, last_step: int) -> int:
@@ -96,8 +111,17 @@ def _kill_loop(tmp_path: Path, site: Path, in_writes: bool, seed: int) -> None:
                     assert time.monotonic() < deadline, "no checkpoint write within 60 s"
                     time.sleep(0.005)
                 time.sleep(rng.uniform(0.0, 0.25))
-            else:
-                time.sleep(rng.uniform(0.3, 2.5))
+            else:  # once this process is training (start-up time varies with the machine's load)
+                while _owner_pid(run) != child.pid:
+                    assert child.poll() is None, child.stderr.read()
+                    assert time.monotonic() < deadline, "the run did not start within 60 s"
+                    time.sleep(0.01)
+                owned = time.time()   # then a row written after that: the loop is running
+                while _mtime(run / "metrics.csv") < owned or not (run / "metrics.csv").stat().st_size:
+                    assert child.poll() is None, child.stderr.read()
+                    assert time.monotonic() < deadline, "the run logged nothing within 60 s"
+                    time.sleep(0.01)
+                time.sleep(rng.uniform(0.0, 1.5))
             assert child.poll() is None, (child.returncode, child.stderr.read())
             os.kill(child.pid, signal.SIGKILL)
             kills += 1
