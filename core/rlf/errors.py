@@ -38,3 +38,11 @@ class NonFiniteError(RlfError):
     Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
 
     exit_code = 1
+
+
+class EnvWorkerError(RlfError):
+    """An environment worker process died or stopped answering (see ``run.env_restarts``).
+
+    Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
+
+    exit_code = 1
