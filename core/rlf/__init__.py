@@ -13,7 +13,7 @@ from .config import (
     RunConfig,
     StrictModel,
 )
-from .errors import CheckpointError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
+from .errors import CheckpointError, CollectorError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
 from .exploration import EpsilonSchedule
 from .hookspecs import hookimpl
 from .interfaces import (
@@ -64,7 +64,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
-    "BuildContext", "CheckpointError", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
+    "BuildContext", "CheckpointError", "CollectorError", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
     "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
     "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,

@@ -124,6 +124,11 @@ class VectorEnv:
         """The first env's RGB frame (for recording)."""
         raise NotImplementedError
 
+    def metrics(self) -> dict[str, float]:
+        """The collector's own counters (e.g. restarts of remote env workers), logged with each
+        update's metrics. Local collectors have none."""
+        return {}
+
 
 def _space_kind(space: gymnasium.Space) -> str:
     return "discrete" if isinstance(space, gymnasium.spaces.Discrete) else "continuous"

@@ -26,3 +26,8 @@ class PluginError(RlfError):
 
 class CheckpointError(RlfError):
     """A run directory or checkpoint is missing, foreign or corrupt."""
+
+
+class CollectorError(RlfError):
+    """The experience collector lost environments it cannot get back (e.g. a cluster's actors died and
+    their restarts are spent). The Trainer saves a checkpoint first, so the run can be resumed."""

@@ -78,6 +78,7 @@ class OffPolicyStrategy(BaseStrategy):
         self.obs = obs
         metrics = average_metrics(learned)
         metrics.update(agent.metrics())
+        metrics.update(envs.metrics())
         return StepResult(iterations * n, metrics, episodes)
 
     # -- overlapped actors -------------------------------------------------------------------------

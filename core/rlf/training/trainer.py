@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..config import RunConfig
+from ..errors import CollectorError
 from ..stats import CsvLog, Progress, TensorBoardWriter
 from .strategy import TrainStrategy, average_metrics
 
@@ -97,6 +98,13 @@ class Trainer:
             self.checkpoint()
             raise Interrupted(f"interrupted at env step {counters['env_steps']}; checkpoint saved, "
                               f"continue with: rlf train --resume {self.run_dir}") from None
+        except CollectorError as exc:
+            if not ready:
+                raise
+            # Between two env steps the agent and learner are whole: keep what they learned so far.
+            self.checkpoint()
+            raise CollectorError(f"{exc}; checkpoint saved at env step {counters['env_steps']}, continue "
+                                 f"with: rlf train --resume {self.run_dir}") from exc
         finally:
             progress.close()
             metrics_log.close()
