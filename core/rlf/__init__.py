@@ -6,6 +6,7 @@ on first use, so ``rlf list`` and plugin discovery stay fast.
 
 from .config import (
     AlgorithmConfig,
+    CollectorConfig,
     EnvConfig,
     ExplorationConfig,
     OffPolicyConfig,
@@ -15,7 +16,7 @@ from .config import (
 )
 from .errors import CheckpointError, CollectorError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
 from .exploration import EpsilonSchedule
-from .hookspecs import hookimpl
+from .hookspecs import RegisterAlgorithm, RegisterCollector, RegisterEnvironment, hookimpl
 from .interfaces import (
     EPISODE_METRICS,
     SINGLE_AGENT,
@@ -45,6 +46,10 @@ _LAZY = {
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
     "StepResult": ("training.strategy", "StepResult"),
     "registry": ("plugins", "registry"),
+    "VectorEnv": ("envs", "VectorEnv"),
+    "StepBatch": ("envs", "StepBatch"),
+    "EnvFactory": ("envs", "EnvFactory"),
+    "make_vector_env": ("envs", "make_vector_env"),
     "checkpoint": ("checkpoint", None),
     "torch_utils": ("torch_utils", None),
 }
@@ -64,8 +69,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
-    "BuildContext", "CheckpointError", "CollectorError", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
-    "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
-    "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "BuildContext", "CheckpointError", "CollectorConfig", "CollectorError", "ConfigError", "EnvConfig", "EnvSpec",
+    "EpsilonSchedule", "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
+    "RegisterAlgorithm", "RegisterCollector", "RegisterEnvironment", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,
 ]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from . import checkpoint as ckpt
 from .config import (
     SECTIONS,
@@ -27,10 +29,10 @@ from .config import (
     parse_overrides,
     validate,
 )
-from .envs import EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
+from .envs import Collector, EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
 from .errors import CheckpointError, ConfigError, IncompatibleError
 from .interfaces import BuildContext
-from .plugins import AlgorithmSpec, EnvironmentSpec, Registry
+from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry
 from .plugins import registry as default_registry
 from .training.strategy import EpisodeTracker, average_metrics, build_strategy
 from .training.trainer import Trainer, set_rng_state
@@ -46,10 +48,14 @@ class Resolved:
     env: EnvConfig
     algorithm: AlgorithmSpec
     environment: EnvironmentSpec
+    collector: BaseModel
+    """The ``[collector]`` settings, validated against the selected collector's model."""
+    collector_spec: CollectorSpec
+    """The collector ``run.vector`` selected (``auto`` resolved)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run.model_dump(mode="json"), "algo": self.algo.model_dump(mode="json"),
-                "env": self.env.model_dump(mode="json")}
+                "env": self.env.model_dump(mode="json"), "collector": self.collector.model_dump(mode="json")}
 
 
 def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
@@ -63,7 +69,7 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
     for layer in (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides)):
         unknown = set(layer) - set(SECTIONS)
         if unknown:
-            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use run, algo or env")
+            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}")
         layered = merge(layered, layer)
     env_name = env or layered["run"].get("env") or spec.default_env
     if not env_name:
@@ -72,8 +78,11 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
     environment = registry.environment(env_name)
     if environment.prefix:
         layered["env"].setdefault("id", env_name.split(":", 1)[1])
-    return Resolved(validate(RunConfig, layered["run"], "run"), validate(spec.config, layered["algo"], "algo"),
-                    validate(environment.config, layered["env"], "env"), spec, environment)
+    run = validate(RunConfig, layered["run"], "run")
+    collector = registry.collector(run.vector, environment)
+    return Resolved(run, validate(spec.config, layered["algo"], "algo"),
+                    validate(environment.config, layered["env"], "env"), spec, environment,
+                    validate(collector.config, layered["collector"], "collector"), collector)
 
 
 def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
@@ -119,9 +128,9 @@ class Algorithm:
         finally:
             env.close()
 
-    def _subprocess(self) -> bool:
-        mode = self.resolved.run.vector
-        return mode == "async" or (mode == "auto" and self.resolved.environment.prefer_subprocess)
+    def _collector(self) -> Collector:
+        spec = self.resolved.collector_spec
+        return Collector(spec.name, spec.build_collector, self.resolved.collector)
 
     # -- training -------------------------------------------------------------------------------
     def train(self, steps: int | None = None, progress: bool | None = None) -> dict[str, float]:
@@ -141,7 +150,7 @@ class Algorithm:
             from .training.trainer import rng_state
 
             self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state()}
-        self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._subprocess())
+        self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector())
         if self._pending is not None:
             self.strategy.load_state_dict(self._pending["strategy"])
             set_rng_state(self._pending["rng"])
@@ -283,6 +292,9 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     except (KeyError, TypeError):
         raise CheckpointError(f"checkpoint {path} is incomplete or foreign; it was not written by rlf") from None
     config = {section: dict(values) for section, values in config.items()}
+    vector = parse_overrides(overrides)["run"].get("vector")
+    if vector is not None and vector != config["run"].get("vector"):
+        config.pop("collector", None)  # the saved settings were for the collector being replaced
     if run_dir is not None:
         config["run"]["run_dir"] = str(run_dir)
     registry = registry or default_registry()

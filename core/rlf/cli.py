@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--env", help="environment name, or gym:<id>")
     train.add_argument("--steps", type=int, help="total env steps (run.steps)")
     train.add_argument("--seed", type=int, help="random seed (run.seed)")
-    train.add_argument("--config", type=Path, help="TOML file with [run], [algo] and [env] tables")
+    train.add_argument("--config", type=Path, help="TOML file with [run], [algo], [env] and [collector] tables")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set algo.lr=3e-4 --set num_envs=8")
     train.add_argument("--run-dir", type=Path, help="where to write the run (default runs/<algo>-<env>-<time>)")
@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--record", type=Path, help="write a video of the episodes (.mp4 or .gif)")
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    sub.add_parser("list", help="installed algorithms and environments")
+    sub.add_parser("list", help="installed algorithms, environments and collectors")
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
 
@@ -131,6 +131,9 @@ def _list(args) -> int:
     for name, spec in sorted(reg.environments.items()):
         shown = f"{name}<id>" if spec.prefix else name
         print(f"  {shown:<14} {spec.plugin}")
+    print("collectors (run.vector):")
+    for name, spec in sorted(reg.collectors.items()):
+        print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
     if reg.errors:
         print(f"({len(reg.errors)} plugin(s) failed to load; see `rlf plugins`)")
     return 0
@@ -146,7 +149,7 @@ def _plugins(args) -> int:
         return 0
     for row in rows:
         status = f"ERROR {row['error']}" if row["error"] else "ok"
-        provides = ", ".join(row["algorithms"] + row["environments"])
+        provides = ", ".join(row["algorithms"] + row["environments"] + [f"collector {c}" for c in row["collectors"]])
         print(f"{row['name']:<18} {row['version'] or '-':<9} {status}")
         if not row["error"]:
             print(f"{'':<18} hooks: {', '.join(row['hooks'])}; provides: {provides or '-'}")
@@ -162,7 +165,8 @@ def _config(args) -> int:
     if args.algorithm:
         resolved = resolve(args.algorithm, args.env)
         sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
-                    ("env", resolved.environment.config, resolved.env)]
+                    ("env", resolved.environment.config, resolved.env),
+                    ("collector", resolved.collector_spec.config, resolved.collector)]
     elif args.env:
         environment = registry().environment(args.env)
         values = {"id": args.env.split(":", 1)[1]} if environment.prefix else {}

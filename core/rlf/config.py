@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ConfigError
 
-SECTIONS = ("run", "algo", "env")
+SECTIONS = ("run", "algo", "env", "collector")
 
 
 class StrictModel(BaseModel):
@@ -32,6 +32,10 @@ class AlgorithmConfig(StrictModel):
 
 class EnvConfig(StrictModel):
     """Base of every environment's config."""
+
+
+class CollectorConfig(StrictModel):
+    """Settings of a collector (``run.vector``); the built-in ``sync`` and ``async`` have none."""
 
 
 class OnPolicyConfig(AlgorithmConfig):
@@ -80,8 +84,10 @@ class RunConfig(StrictModel):
     steps: int = Field(100_000, ge=1, le=10**12, description="Total env steps to train for (all envs together).")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed for environments, networks and exploration.")
     num_envs: int = Field(1, ge=1, le=1024, description="Environment copies stepped together.")
-    vector: Literal["auto", "sync", "async"] = Field(
-        "auto", description="sync: envs in this process; async: one subprocess each; auto: the env's preference.")
+    vector: str = Field(
+        "auto", min_length=1,
+        description="Collector that steps the envs (see `rlf list`): sync (in this process), async (one subprocess "
+                    "each), any installed one, or auto (the env's preference between sync and async).")
     checkpoint_interval: int = Field(
         50_000, ge=0, description="Env steps between checkpoints (0 = only at the end).")
     log_interval: int = Field(2_000, ge=1, description="Env steps between metric rows (CSV, TensorBoard, progress).")
@@ -145,7 +151,7 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 
 def load_toml(path: Path) -> dict[str, dict[str, Any]]:
-    """A config file with [run], [algo] and [env] tables; top-level keys belong to [run]."""
+    """A config file with [run], [algo], [env] and [collector] tables; top-level keys belong to [run]."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -159,7 +165,8 @@ def load_toml(path: Path) -> dict[str, dict[str, Any]]:
                 raise ConfigError(f"config file {path}: [{key}] must be a table")
             layered[key].update(value)
         elif isinstance(value, dict):
-            raise ConfigError(f"config file {path}: unknown table [{key}]; use [run], [algo] or [env]")
+            tables = ", ".join(f"[{section}]" for section in SECTIONS)
+            raise ConfigError(f"config file {path}: unknown table [{key}]; use {tables}")
         else:
             layered["run"][key] = value
     return layered

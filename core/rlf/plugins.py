@@ -19,9 +19,10 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import pluggy
+from pydantic import BaseModel
 
 from . import hookspecs
-from .config import AlgorithmConfig, EnvConfig
+from .config import AlgorithmConfig, CollectorConfig, EnvConfig
 from .errors import PluginError, UnknownNameError
 
 API_VERSION = 1
@@ -102,6 +103,20 @@ class EnvironmentSpec:
     """Registered as ``name:`` and matching ``name:<anything>`` (e.g. gym:CartPole-v1)."""
 
 
+@dataclass(frozen=True)
+class CollectorSpec:
+    name: str
+    build_collector: Callable
+    """``build_collector(env_name, factory, num_envs, config) -> VectorEnv``."""
+    config: type[BaseModel]
+    plugin: str
+    description: str = ""
+
+
+AUTO_COLLECTOR = "auto"
+"""``run.vector = "auto"``: the environment's preference between the built-in ``sync`` and ``async``."""
+
+
 @dataclass
 class PluginInfo:
     name: str
@@ -111,17 +126,19 @@ class PluginInfo:
     error: str | None = None
     algorithms: list[str] = field(default_factory=list)
     environments: list[str] = field(default_factory=list)
+    collectors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 class Registry:
-    """The installed algorithms and environments, and what happened when loading each plugin."""
+    """The installed algorithms, environments and collectors, and what happened when loading each plugin."""
 
     def __init__(self) -> None:
         self.algorithms: dict[str, AlgorithmSpec] = {}
         self.environments: dict[str, EnvironmentSpec] = {}
+        self.collectors: dict[str, CollectorSpec] = {}
         self.plugins: dict[str, PluginInfo] = {}
 
     @property
@@ -141,6 +158,15 @@ class Registry:
             return self.environments[f"{head}:"]
         known = sorted(n + ("<id>" if self.environments[n].prefix else "") for n in self.environments)
         raise UnknownNameError(_unknown("environment", name, known, self.errors))
+
+    def collector(self, name: str, environment: EnvironmentSpec | None = None) -> CollectorSpec:
+        """The collector ``run.vector`` names; ``auto`` is the environment's preference (sync or async)."""
+        if name == AUTO_COLLECTOR:
+            name = "async" if environment is not None and environment.prefer_subprocess else "sync"
+        if name in self.collectors:
+            return self.collectors[name]
+        message = _unknown("collector", name, sorted(self.collectors), self.errors)
+        raise UnknownNameError(f"run.vector: {message} (or {AUTO_COLLECTOR!r})")
 
     def plugin_versions(self) -> dict[str, str | None]:
         return {name: info.version for name, info in self.plugins.items() if not info.error}
@@ -168,9 +194,9 @@ def _requested_plugins() -> set[str] | None:
 
 
 def _builtin_plugins() -> list[tuple[str, Any]]:
-    from . import builtin_envs  # the core's own environments ship as a default plugin
+    from . import builtin  # the core's own environments and collectors ship as a default plugin
 
-    return [("rlf", builtin_envs)]
+    return [("rlf", builtin)]
 
 
 def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any]] = ()) -> Registry:
@@ -253,8 +279,22 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             registry.plugins[plugin].environments.append(name)
         return register
 
+    def collector_registrar(plugin: str):
+        def register(name: str, *, build_collector, config=None, description: str = "") -> None:
+            config = CollectorConfig if config is None else config
+            if not (isinstance(config, type) and issubclass(config, BaseModel)):
+                raise PluginError(f"collector {name!r}: config must be a pydantic model class (e.g. a "
+                                  "subclass of rlf.CollectorConfig), or None for no settings")
+            if not name or name == AUTO_COLLECTOR:
+                raise PluginError(f"collector name {name!r} is reserved or empty; choose another name")
+            _claim(registry.collectors, name, plugin, "collector")
+            registry.collectors[name] = CollectorSpec(name, _builder(build_collector), config, plugin, description)
+            registry.plugins[plugin].collectors.append(name)
+        return register
+
     for hook, registrar in (("rlf_register_algorithms", algorithm_registrar),
-                            ("rlf_register_environments", environment_registrar)):
+                            ("rlf_register_environments", environment_registrar),
+                            ("rlf_register_collectors", collector_registrar)):
         for impl in getattr(manager.hook, hook).get_hookimpls():
             try:
                 impl.function(register=registrar(impl.plugin_name))

@@ -155,7 +155,7 @@ class OnPolicyStrategy(BaseStrategy):
                                                       config.gamma, config.gae_lambda)
         metrics = self.learner.learn(rollout)
         metrics.update(self.agent.metrics())
-        metrics.update(self.envs.metrics())
+        metrics.update(self.collector_metrics())
         return StepResult(rollout.num_steps, metrics, episodes)
 
     # -- asynchronous workers ------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..envs import StepBatch, VectorEnv, make_vector_env
+from ..envs import Collector, StepBatch, VectorEnv, build_async_collector, build_sync_collector
 from ..interfaces import Agent, BuildContext, Learner, StateTree
 from ..plugins import StrategyFamily
 
@@ -103,12 +103,15 @@ class BaseStrategy(TrainStrategy):
     """Shared plumbing: build envs, agent and learner from the registered builders."""
 
     def __init__(self, algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                 subprocess: bool):
+                 collector: Collector | bool = False):
+        if isinstance(collector, bool):  # the signature before collectors were plugins: subprocess or not
+            collector = (Collector("async", build_async_collector) if collector
+                         else Collector("sync", build_sync_collector))
         self.algorithm = algorithm
         self.env_name = env_name
         self.env_factory = env_factory
         self.context = context
-        self.subprocess = subprocess
+        self.collector = collector
         self.envs: VectorEnv | None = None
         self.agent: Agent | None = None
         self.learner: Learner | None = None
@@ -119,7 +122,7 @@ class BaseStrategy(TrainStrategy):
 
     def setup(self) -> None:
         run = self.context.run
-        self.envs = make_vector_env(self.env_name, self.env_factory, run.num_envs, self.subprocess)
+        self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
         self.context.env_spec = self.envs.spec
         self.agent = self.algorithm.build_agent(self.context)
         self.learner = self.algorithm.build_learner(self.context, self.agent)
@@ -129,6 +132,11 @@ class BaseStrategy(TrainStrategy):
             self._pending_state = None
         # A resumed run cannot restore emulator state, so it starts fresh episodes from a new seed.
         self.obs = self.envs.reset(seed=run.seed + 7919 * self._reset_count)
+
+    def collector_metrics(self) -> dict[str, float]:
+        """The collector's own counters (``VectorEnv.metrics``, optional for duck-typed collectors)."""
+        metrics = getattr(self.envs, "metrics", None)
+        return metrics() if callable(metrics) else {}
 
     def weights(self) -> StateTree:
         return self.learner.weights()
@@ -160,9 +168,9 @@ class BaseStrategy(TrainStrategy):
 
 
 def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                   subprocess: bool) -> TrainStrategy:
+                   collector: Collector | bool) -> TrainStrategy:
     from .off_policy import OffPolicyStrategy
     from .on_policy import OnPolicyStrategy
 
     cls = OnPolicyStrategy if algorithm.family == StrategyFamily.ON_POLICY else OffPolicyStrategy
-    return cls(algorithm, env_name, env_factory, context, subprocess)
+    return cls(algorithm, env_name, env_factory, context, collector)
