@@ -14,7 +14,15 @@ from .config import (
     RunConfig,
     StrictModel,
 )
-from .errors import CheckpointError, CollectorError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
+from .errors import (
+    CheckpointError,
+    CollectorError,
+    ConfigError,
+    IncompatibleError,
+    PluginError,
+    RlfError,
+    UnknownNameError,
+)
 from .exploration import EpsilonSchedule
 from .hookspecs import RegisterAlgorithm, RegisterCollector, RegisterEnvironment, hookimpl
 from .interfaces import (

@@ -19,6 +19,7 @@ a seed not used before, and ``collector_restarts`` in the metrics counts it. Pas
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -31,8 +32,11 @@ import numpy as np
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-from rlf import AgentArrays, CollectorError, EnvSpec
-from rlf.envs import PIPELINE_PARTS, EnvFactory, StepBatch, VectorEnv, describe_env, is_multi_agent, make_vector_env
+from rlf import AgentArrays, CollectorError, EnvFactory, EnvSpec, StepBatch, VectorEnv, make_vector_env
+
+# The one constant not in rlf's public API: how many parts vector=async makes. Following it (rather
+# than a copy of its value) is what keeps both collecting the same rollouts.
+from rlf.envs import PIPELINE_PARTS
 
 from .config import RayCollectorConfig
 
@@ -128,14 +132,13 @@ class RayVector(VectorEnv):
     def __init__(self, name: str, factory: EnvFactory, num_envs: int, config: RayCollectorConfig):
         self.num_envs = num_envs
         self.config = config
-        probe = factory()
+        probe = make_vector_env(name, factory, 1, subprocess=False)
         try:
-            multi = is_multi_agent(probe)
-            self.spec: EnvSpec = describe_env(name, probe, num_envs)
+            self.spec: EnvSpec = dataclasses.replace(probe.spec, num_envs=num_envs)
         finally:
             probe.close()
         # As vector=async: two groups of Gymnasium envs, one group of PettingZoo envs (in-process there).
-        count = min(config.parts or (1 if multi else PIPELINE_PARTS), num_envs)
+        count = min(config.parts or (1 if self.spec.multi_agent else PIPELINE_PARTS), num_envs)
         sizes = split(num_envs, count)
         starts = np.cumsum([0, *sizes]).tolist()
         self._parts = [slice(a, b) for a, b in zip(starts, starts[1:], strict=False)]
