@@ -68,8 +68,9 @@ class EnvHost:
     def reset(self, seed: int | None) -> AgentArrays:
         return self.envs.reset(seed=seed)
 
-    def step(self, actions: AgentArrays) -> StepBatch:
-        return self.envs.step(actions)
+    def step(self, actions: AgentArrays, incarnation: str) -> StepBatch | None:
+        # A call sent after Ray restarted this actor reaches envs that were never reset: None says so.
+        return self.envs.step(actions) if incarnation == self.incarnation else None
 
     def render(self) -> Any:
         return self.envs.render()
@@ -216,7 +217,8 @@ class RayVector(VectorEnv):
         offset = self._parts[part].start
         for actor in self._by_part[part]:
             rows = slice(actor.envs.start - offset, actor.envs.stop - offset)
-            actor.pending = actor.handle.step.remote({a: array[rows] for a, array in actions.items()})
+            actor.pending = actor.handle.step.remote({a: array[rows] for a, array in actions.items()},
+                                                     actor.where["incarnation"])
 
     def step_wait(self, part: int) -> StepBatch:
         batches = [self._receive(actor) for actor in self._by_part[part]]
@@ -230,9 +232,11 @@ class RayVector(VectorEnv):
     def _receive(self, actor: _Actor) -> StepBatch:
         ref, actor.pending = actor.pending, None
         try:
-            batch = _owned(ray.get(ref))
+            batch = ray.get(ref)
         except RayActorError as exc:
             batch = self._lost_step(actor, self._restart(actor, exc))
+        else:
+            batch = self._lost_step(actor, self._restart(actor, None)) if batch is None else _owned(batch)
         actor.last_obs, actor.last_alive = batch.obs, batch.alive
         return batch
 
@@ -261,17 +265,18 @@ class RayVector(VectorEnv):
             ray.shutdown()
 
     # -- faults ----------------------------------------------------------------------------------
-    def _restart(self, actor: _Actor, error: BaseException) -> AgentArrays:
+    def _restart(self, actor: _Actor, error: BaseException | None) -> AgentArrays:
         """Waits for Ray to bring ``actor`` back and resets its envs; their observations.
 
         Ray reports a death with restarts left as ``ActorUnavailableError`` and one past them (or a
-        restart whose envs failed to build) as ``ActorDiedError``. A restart is counted when the actor
-        answers as a new incarnation, so a mere network hiccup is not one.
+        restart whose envs failed to build) as ``ActorDiedError``; ``error`` is None when the actor had
+        already been restarted when the call reached it. A restart is counted when the actor answers
+        as a new incarnation, so a mere network hiccup is not one.
         """
         timeout = self.config.restart_timeout_s
         deadline = time.monotonic() + timeout
         while True:
-            if not isinstance(error, ActorUnavailableError):
+            if error is not None and not isinstance(error, ActorUnavailableError):
                 limit = self.config.max_restarts
                 raise CollectorError(
                     f"env actor {actor.index} (envs {actor.envs.start}-{actor.envs.stop - 1}) died for good after "
@@ -288,10 +293,10 @@ class RayVector(VectorEnv):
                     self._seed + actor.envs.start + RESTART_SEED_STRIDE * actor.restarts)
                 return _owned(ray.get(actor.handle.reset.remote(seed), timeout=max(deadline - time.monotonic(), 0.001)))
             except GetTimeoutError:
+                cause = _first_line(error) if error is not None else "restarted"
                 raise CollectorError(
-                    f"env actor {actor.index} became unreachable ({_first_line(error)}) and did not come back within "
-                    f"{timeout:g} s (free now: {_free_resources()}); raise collector.restart_timeout_s or add "
-                    "nodes") from None
+                    f"env actor {actor.index} was lost ({cause}) and did not come back within {timeout:g} s (free "
+                    f"now: {_free_resources()}); raise collector.restart_timeout_s or add nodes") from None
             except RayActorError as exc:  # died again before it answered
                 error = exc
 

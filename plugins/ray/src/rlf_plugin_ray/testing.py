@@ -65,6 +65,8 @@ def make_flaky_env(config: FlakyConfig, render_mode: str | None = None) -> Flaky
 class FlakyEnvPlugin:
     """A plugin object registering the ``flaky`` environment."""
 
+    RLF_API_VERSION = 1
+
     @hookimpl
     def rlf_register_environments(self, register):
         register("flaky", build_env="rlf_plugin_ray.testing:make_flaky_env", config=FlakyConfig)
