@@ -26,7 +26,8 @@ def local_ray():
 
 @pytest.fixture
 def ray_registry():
-    from rlf.plugins import load_registry
     from rlf_plugin_ray.testing import FlakyEnvPlugin
+
+    from rlf.plugins import load_registry
 
     return load_registry(extra_plugins=[("flaky", FlakyEnvPlugin())])

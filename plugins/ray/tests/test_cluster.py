@@ -8,11 +8,11 @@ import time
 
 import numpy as np
 import pytest
+from rlf_plugin_ray import RayCollectorConfig, RayVector
 
 import rlf
 from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.testing import read_csv
-from rlf_plugin_ray import RayCollectorConfig, RayVector
 
 CARTPOLE = rlf.EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))
 SMALL_STORE = 80 * 1024**2
@@ -56,8 +56,9 @@ def test_envs_are_placed_only_on_the_worker_nodes_that_offer_their_resources(clu
 
 
 def test_training_survives_losing_a_worker_node_mid_run(cluster, tmp_path):
-    from rlf.plugins import load_registry
     from rlf_plugin_ray.testing import FlakyEnvPlugin
+
+    from rlf.plugins import load_registry
 
     made, workers = cluster
     signals = tmp_path / "signals"

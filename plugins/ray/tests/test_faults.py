@@ -8,14 +8,14 @@ import signal
 import gymnasium
 import numpy as np
 import pytest
+from rlf_plugin_ray import RayCollectorConfig, RayVector
+from rlf_plugin_ray.collector import RESTART_SEED_STRIDE
 
 import rlf
 from rlf import SINGLE_AGENT, CollectorError
 from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.envs import GymVector
 from rlf.testing import read_csv
-from rlf_plugin_ray import RayCollectorConfig, RayVector
-from rlf_plugin_ray.collector import RESTART_SEED_STRIDE
 
 CARTPOLE = rlf.EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))
 

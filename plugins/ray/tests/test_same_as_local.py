@@ -4,15 +4,15 @@ multi-agent predator-prey grid."""
 
 import numpy as np
 import pytest
+from rlf_plugin_predator_prey.config import PredatorPreyConfig
+from rlf_plugin_predator_prey.env import make_env as make_predator_prey
+from rlf_plugin_ray import RayCollectorConfig, RayVector
 
 import rlf
 from rlf import StepBatch
 from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.envs import GymVector, ParallelVector
 from rlf.testing import assert_trees_equal, read_csv
-from rlf_plugin_predator_prey.config import PredatorPreyConfig
-from rlf_plugin_predator_prey.env import make_env as make_predator_prey
-from rlf_plugin_ray import RayCollectorConfig, RayVector
 
 CARTPOLE = rlf.EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))
 # 3 predators and 3 prey, all learning: captured prey leave mid-episode (alive masks, zero observations)
