@@ -1,7 +1,8 @@
-"""Faults on demand, for the tests of this plugin and of collectors like it.
+"""Faults and costs on demand, for the tests and benchmarks of this plugin and of collectors like it.
 
 ``flaky`` is CartPole whose env copies can kill the process they run in (as a segfault or the
-out-of-memory killer would) or hold a step until the test says go. Its builder lives here, in an
+out-of-memory killer would), hold a step until the test says go, or burn a set CPU time per step
+(an emulator's cost without the emulator). Its builder lives here, in an
 installed module, because Ray's workers import it by name. Register it in a test with
 ``rlf.plugins.load_registry(extra_plugins=[("flaky", FlakyEnvPlugin())])``.
 """
@@ -27,6 +28,7 @@ class FlakyConfig(EnvConfig):
     crash_at: int = Field(20, ge=1, description="Steps an env takes (since it was built) before it may crash.")
     hold_at: int = Field(0, ge=0, description="The first env to reach this many steps waits for the file "
                                               "`go` (0: never); it writes `held` first.")
+    step_cost_us: float = Field(0.0, ge=0.0, description="CPU time each step burns, in microseconds.")
 
 
 class FlakyEnv(gymnasium.Wrapper):
@@ -37,6 +39,8 @@ class FlakyEnv(gymnasium.Wrapper):
 
     def step(self, action):
         self.steps += 1
+        if self.config.step_cost_us:
+            _burn(self.config.step_cost_us * 1e-6)
         config, signals = self.config, Path(self.config.signals)
         if config.signals and self.steps == config.crash_at and _claim(signals, "crash", config.crashes):
             os.kill(os.getpid(), signal.SIGKILL)
@@ -45,6 +49,13 @@ class FlakyEnv(gymnasium.Wrapper):
             while not (signals / "go").exists():
                 time.sleep(0.05)
         return self.env.step(action)
+
+
+def _burn(seconds: float) -> None:
+    """Keeps this process's CPU busy (not asleep) for ``seconds`` of its own CPU time."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
 
 
 def _claim(directory: Path, kind: str, count: int) -> bool:
