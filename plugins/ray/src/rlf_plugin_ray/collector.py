@@ -146,7 +146,7 @@ class RayVector(VectorEnv):
         layout: list[tuple[int, slice]] = []
         for index, part in enumerate(self._parts):
             size = part.stop - part.start
-            chunks = split(size, -(-size // (config.envs_per_actor or size)))
+            chunks = split(size, -(-size // config.envs_per_actor))
             offsets = np.cumsum([part.start, *chunks]).tolist()
             layout.extend((index, slice(a, b)) for a, b in zip(offsets, offsets[1:], strict=False))
         self._owns_ray = connect(config, config.actor_cpus * len(layout))

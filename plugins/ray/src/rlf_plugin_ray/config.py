@@ -20,10 +20,10 @@ class RayCollectorConfig(StrictModel):
         description="local: a private Ray instance for this run; auto: the running cluster this machine "
                     "belongs to; ray://HOST:10001: a remote cluster through Ray Client; HOST:PORT: a cluster's "
                     "GCS. Unset: $RAY_ADDRESS if set, else local.")
-    envs_per_actor: int | None = Field(
-        None, ge=1, le=1024,
-        description="Envs one actor steps, one after the other, per call (unset: all the envs of a part). "
-                    "More actors use more cores; fewer calls cost less Ray overhead per env step.")
+    envs_per_actor: int = Field(
+        1, ge=1, le=1024,
+        description="Envs one actor steps, one after the other, per call: 1 gives each env its own process "
+                    "(and core), as vector=async does; more cost less Ray overhead per env step for cheap envs.")
     parts: int | None = Field(
         None, ge=1, le=1024,
         description="Groups of actors the on-policy strategy acts on in turn while the others step (unset: "
