@@ -93,14 +93,15 @@ def test_train_icm_trains_on_mario_by_default_and_the_run_evaluates_from_the_vol
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["episodes"] == 1.0
 
 
-def compose_command(service: str, **variables: str) -> list[str]:
-    """A service's entrypoint and command from docker/compose.yaml, its ${VAR:-default} filled in."""
+def compose_command(service: str, with_command: bool = True, **variables: str) -> list[str]:
+    """A service's entrypoint (and command) from docker/compose.yaml, its ${VAR:-default} filled in."""
     spec = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"][service]
 
-    def fill(text: str) -> str:
-        return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m.group(1), m.group(2)), text)
+    def fill(text: str) -> str:  # compose's interpolation: ${VAR:-default}, and $$ for a literal $
+        text = re.sub(r"(?<!\$)\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m.group(1), m.group(2)), text)
+        return text.replace("$$", "$")
 
-    return [fill(part) for part in [*spec["entrypoint"], *spec["command"]]]
+    return [fill(part) for part in [*spec["entrypoint"], *(spec["command"] if with_command else [])]]
 
 
 def free_port() -> str:
@@ -118,12 +119,15 @@ def test_compose_cluster_hosts_the_env_actors_of_a_training_run(image: dict, run
             started = docker("run", "-d", "--rm", "--name", name, "--network", "host", "--shm-size", "1g",
                              "--entrypoint", entrypoint, IMAGE, *command, timeout=120)
             assert started.returncode == 0, started.stderr
-        # The head offers no CPUs (compose.yaml's --num-cpus=0): the actors can only run on the worker,
-        # and wait for it to join if it is not there yet.
-        trained = run("train", "ppo", "--env", "gym:CartPole-v1", "--steps", "256", "--no-progress",
-                      "--set", "vector=ray", "--set", f"collector.address=127.0.0.1:{variables['RAY_PORT']}",
-                      "--set", "collector.restart_timeout_s=180", "--set", "num_envs=2",
-                      "--set", "algo.rollout_steps=64", volume=runs, timeout=600)
+        # The head and the trainer offer no CPUs (--num-cpus=0): the actors can only run on the worker,
+        # and wait for it to join if it is not there yet. The trainer joins as a node of its own.
+        entrypoint, *command = compose_command("train", with_command=False, **variables)
+        trained = docker("run", "--rm", "--network", "host", "--shm-size", "1g", "-v", f"{runs}:/runs",
+                         "--entrypoint", entrypoint, IMAGE, *command,
+                         "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "256", "--no-progress",
+                         "--set", "vector=ray", "--set", "collector.address=auto",
+                         "--set", "collector.restart_timeout_s=180", "--set", "num_envs=2",
+                         "--set", "algo.rollout_steps=64", timeout=600)
         assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
         run_dirs = [p for p in runs.iterdir() if p.name.startswith("ppo-")]
         assert len(run_dirs) == 1, list(runs.iterdir())
