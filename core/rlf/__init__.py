@@ -4,6 +4,7 @@ Everything a plugin may import is exported here. Heavy parts (training machinery
 on first use, so ``rlf list`` and plugin discovery stay fast.
 """
 
+from .callbacks import Callback, Logger
 from .config import (
     AlgorithmConfig,
     CollectorConfig,
@@ -14,17 +15,17 @@ from .config import (
     RunConfig,
     StrictModel,
 )
-from .errors import (
-    CheckpointError,
-    CollectorError,
-    ConfigError,
-    IncompatibleError,
-    PluginError,
-    RlfError,
-    UnknownNameError,
-)
+from .errors import CheckpointError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
 from .exploration import EpsilonSchedule
-from .hookspecs import RegisterAlgorithm, RegisterCollector, RegisterEnvironment, hookimpl
+from .hookspecs import (
+    RegisterAlgorithm,
+    RegisterCallback,
+    RegisterCollector,
+    RegisterEnvironment,
+    RegisterLogger,
+    RegisterStrategy,
+    hookimpl,
+)
 from .interfaces import (
     EPISODE_METRICS,
     SINGLE_AGENT,
@@ -53,6 +54,11 @@ _LAZY = {
     "Trainer": ("training.trainer", "Trainer"),
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
     "StepResult": ("training.strategy", "StepResult"),
+    "BaseStrategy": ("training.strategy", "BaseStrategy"),
+    "EpisodeTracker": ("training.strategy", "EpisodeTracker"),
+    "OnPolicyStrategy": ("training.on_policy", "OnPolicyStrategy"),
+    "OffPolicyStrategy": ("training.off_policy", "OffPolicyStrategy"),
+    "collect_rollout": ("training.on_policy", "collect_rollout"),
     "registry": ("plugins", "registry"),
     "VectorEnv": ("envs", "VectorEnv"),
     "StepBatch": ("envs", "StepBatch"),
@@ -77,8 +83,9 @@ def __getattr__(name: str):
 
 __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
-    "BuildContext", "CheckpointError", "CollectorConfig", "CollectorError", "ConfigError", "EnvConfig", "EnvSpec",
-    "EpsilonSchedule", "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
-    "RegisterAlgorithm", "RegisterCollector", "RegisterEnvironment", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "BuildContext", "Callback", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
+    "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
+    "Logger", "RegisterAlgorithm", "RegisterCallback", "RegisterCollector", "RegisterEnvironment",
+    "RegisterLogger", "RegisterStrategy", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,
 ]

@@ -28,6 +28,9 @@ class CheckpointError(RlfError):
     """A run directory or checkpoint is missing, foreign or corrupt."""
 
 
-class CollectorError(RlfError):
-    """The experience collector lost environments it cannot get back (e.g. a cluster's actors died and
-    their restarts are spent). The Trainer saves a checkpoint first, so the run can be resumed."""
+class EnvWorkerError(RlfError):
+    """An environment worker process died or stopped answering (see ``run.env_restarts``).
+
+    Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
+
+    exit_code = 1

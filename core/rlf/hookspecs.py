@@ -12,8 +12,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pydantic import BaseModel
 
+    from .callbacks import Callback
+    from .config import RunConfig
     from .envs import EnvFactory, VectorEnv
 
 hookspec = pluggy.HookspecMarker("rlf")
@@ -21,6 +25,10 @@ hookimpl = pluggy.HookimplMarker("rlf")
 
 BuildCollector = Callable[[str, "EnvFactory", int, Any], "VectorEnv"]
 """``build_collector(env_name, factory, num_envs, config) -> VectorEnv``."""
+
+
+BuildCallback = Callable[["Path", "RunConfig", Any], "Callback"]
+"""``build_logger(run_dir, run, config) -> rlf.Logger`` / ``build_callback(...) -> rlf.Callback``."""
 
 
 class RegisterAlgorithm(Protocol):
@@ -35,8 +43,23 @@ class RegisterEnvironment(Protocol):
                  prefer_subprocess: bool = False) -> None: ...
 
 
+class RegisterStrategy(Protocol):
+    def __call__(self, name: str, *, strategy: type | str, config: type[BaseModel] | None = None,
+                 description: str = "") -> None: ...
+
+
 class RegisterCollector(Protocol):
     def __call__(self, name: str, *, build_collector: BuildCollector | str, config: type[BaseModel] | None = None,
+                 description: str = "") -> None: ...
+
+
+class RegisterLogger(Protocol):
+    def __call__(self, name: str, *, build_logger: BuildCallback | str, config: type[BaseModel] | None = None,
+                 description: str = "") -> None: ...
+
+
+class RegisterCallback(Protocol):
+    def __call__(self, name: str, *, build_callback: BuildCallback | str, config: type[BaseModel] | None = None,
                  description: str = "") -> None: ...
 
 
@@ -53,6 +76,16 @@ def rlf_register_environments(register: RegisterEnvironment):
 
 
 @hookspec
+def rlf_register_strategies(register: RegisterStrategy):
+    """Call ``register(name, *, strategy, config=None, description="")`` once per strategy family.
+
+    ``strategy`` is an ``rlf.TrainStrategy`` subclass (or a ``"package.module:Class"`` string, imported
+    on first use), constructed as ``strategy(algorithm, env_name, env_factory, context, collector)``.
+    ``config`` is the model of the settings it reads (default ``rlf.AlgorithmConfig``): every
+    algorithm that names this family (``family="<name>"``) must have a config that subclasses it."""
+
+
+@hookspec
 def rlf_register_collectors(register: RegisterCollector):
     """Call ``register(name, *, build_collector, config=None, description="")`` once per collector.
 
@@ -61,3 +94,21 @@ def rlf_register_collectors(register: RegisterCollector):
     model class; default: ``rlf.CollectorConfig``, which has no fields).
     ``build_collector(env_name, factory, num_envs, config)`` returns the ``VectorEnv``; it may be a
     ``"package.module:function"`` string, imported on first use."""
+
+
+@hookspec
+def rlf_register_loggers(register: RegisterLogger):
+    """Call ``register(name, *, build_logger, config=None, description="")`` once per metric sink.
+
+    ``run.loggers = ["csv", "tensorboard", "progress", "<name>"]`` selects them; each one's settings
+    are the config table ``[logger.<name>]``, validated against ``config`` (default: no settings).
+    ``build_logger(run_dir, run, config)`` returns an ``rlf.Logger`` (a callback: ``on_log``,
+    ``on_episode_end``, ``on_eval``, ... and ``close``); it may be a ``"module:function"`` string."""
+
+
+@hookspec
+def rlf_register_callbacks(register: RegisterCallback):
+    """Call ``register(name, *, build_callback, config=None, description="")`` once per callback.
+
+    ``run.callbacks = ["<name>"]`` selects them, with settings in ``[callback.<name>]``;
+    ``build_callback(run_dir, run, config)`` returns an ``rlf.Callback``."""

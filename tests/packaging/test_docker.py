@@ -133,7 +133,7 @@ def test_compose_cluster_hosts_the_env_actors_of_a_training_run(image: dict, run
         assert len(run_dirs) == 1, list(runs.iterdir())
         with open(run_dirs[0] / "metrics.csv") as handle:
             last = list(csv.DictReader(handle))[-1]
-        assert float(last["env_step"]) == 256 and float(last["collector_restarts"]) == 0
+        assert float(last["env_step"]) == 256 and "env_restarts" not in last
     finally:
         for name in names.values():
             docker("rm", "-f", name, timeout=120)

@@ -78,7 +78,6 @@ class OffPolicyStrategy(BaseStrategy):
         self.obs = obs
         metrics = average_metrics(learned)
         metrics.update(agent.metrics())
-        metrics.update(self.collector_metrics())
         return StepResult(iterations * n, metrics, episodes)
 
     # -- overlapped actors -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""A dead env actor is restarted by Ray: its envs start fresh episodes, the others never notice,
-training goes on and counts the restarts; past collector.max_restarts the run stops with one line
-and a checkpoint it can be resumed from."""
+"""A dead env actor is restarted by Ray: its envs' interrupted episodes are dropped and fresh ones
+start, the other envs never notice, training goes on and counts the restarts; past
+collector.max_restarts the run stops with one line, and its last checkpoint resumes."""
 
 import os
 import signal
@@ -12,9 +12,10 @@ from rlf_plugin_ray import RayCollectorConfig, RayVector
 from rlf_plugin_ray.collector import RESTART_SEED_STRIDE
 
 import rlf
-from rlf import SINGLE_AGENT, CollectorError
+from rlf import SINGLE_AGENT
 from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.envs import GymVector
+from rlf.errors import EnvWorkerError
 from rlf.testing import read_csv
 
 CARTPOLE = rlf.EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))
@@ -29,7 +30,7 @@ def test_a_killed_actor_restarts_with_fresh_episodes_and_the_other_envs_go_on_un
     reference = GymVector("gym:CartPole-v1", CARTPOLE, 4, subprocess=False)
     try:
         first_pid = envs.actors[1].where["pid"]
-        obs = envs.reset(seed=20)[SINGLE_AGENT]
+        envs.reset(seed=20)
         reference.reset(seed=20)
         rng = np.random.default_rng(0)
         others = [0, 2, 3]
@@ -41,15 +42,15 @@ def test_a_killed_actor_restarts_with_fresh_episodes_and_the_other_envs_go_on_un
             for name in ("obs", "next_obs", "rewards", "terminated", "truncated"):
                 np.testing.assert_array_equal(getattr(got, name)[SINGLE_AGENT][others],
                                               getattr(expected, name)[SINGLE_AGENT][others])
-            if step == 25:  # the lost step: a truncated end, no reward, the observation acted on as final
-                assert 1 in got.ended_envs and got.episode_ended[1]
-                assert got.truncated[SINGLE_AGENT][1] and not got.terminated[SINGLE_AGENT][1]
-                assert got.rewards[SINGLE_AGENT][1] == 0.0
-                np.testing.assert_array_equal(got.next_obs[SINGLE_AGENT][1], obs[1])
+            if step == 25:  # the lost step: an episode end, dropped, nothing to learn from (not alive)
+                assert 1 in got.ended_envs and got.episode_ended[1] and got.dropped == (1,)
+                assert not got.alive[SINGLE_AGENT][1] and got.rewards[SINGLE_AGENT][1] == 0.0
+                assert not got.terminated[SINGLE_AGENT][1] and not got.truncated[SINGLE_AGENT][1]
                 fresh, _ = gymnasium.make("CartPole-v1").reset(seed=20 + 1 + RESTART_SEED_STRIDE)
                 np.testing.assert_array_equal(got.obs[SINGLE_AGENT][1], fresh)
-                assert envs.metrics() == {"collector_restarts": 1.0}
-            obs = got.obs[SINGLE_AGENT]
+                assert envs.restarts == 1
+            elif step < 25:
+                assert not got.dropped
         assert envs.actors[1].where["pid"] != first_pid and envs.actors[1].restarts == 1
         assert [actor.restarts for actor in envs.actors] == [0, 1, 0, 0]
     finally:
@@ -62,7 +63,7 @@ def test_a_dead_actor_without_restarts_left_is_one_clear_error(local_ray):
     try:
         envs.reset(seed=0)
         kill(envs, 0)
-        with pytest.raises(CollectorError) as caught:
+        with pytest.raises(EnvWorkerError) as caught:
             for _ in range(3):  # the death may land after the first step was already answered
                 envs.step({SINGLE_AGENT: np.zeros(2, dtype=np.int64)})
         message = str(caught.value)
@@ -87,24 +88,23 @@ def test_training_goes_on_through_actor_deaths_and_logs_the_restarts(local_ray, 
     algo.train()
     assert algo.counters["env_steps"] == 640
     assert len(list((tmp_path / "signals").glob("crash.*"))) == 2
-    metrics = read_csv(tmp_path / "run" / "metrics.csv")
-    assert metrics[0]["collector_restarts"] == 0.0 and metrics[-1]["collector_restarts"] == 2.0
+    last = read_csv(tmp_path / "run" / "metrics.csv")[-1]
+    assert last["env_restarts"] == 2.0 and last["episodes_dropped"] == 2.0
 
 
-def test_exhausted_restarts_stop_the_run_with_a_checkpoint_to_resume_from(local_ray, ray_registry, tmp_path):
-    # one actor, restarted once, dies again: the run stops with one line and saves its progress
+def test_exhausted_restarts_stop_the_run_and_its_last_checkpoint_resumes(local_ray, ray_registry, tmp_path):
+    # one actor, restarted once, dies again: the run stops with one line
     algo = flaky(ray_registry, tmp_path, 10_000, "num_envs=1", "env.crashes=2", "env.crash_at=40",
-                 "collector.max_restarts=1")
-    with pytest.raises(CollectorError) as caught:
+                 "collector.max_restarts=1", "checkpoint_interval=16")
+    with pytest.raises(EnvWorkerError) as caught:
         algo.train()
     message = str(caught.value)
-    run_dir = tmp_path / "run"
     assert "\n" not in message
-    assert "died for good after 1 restart (collector.max_restarts=1)" in message
+    assert message.startswith("env actor 0 (envs 0-0) died for good after 1 restart (collector.max_restarts=1): ")
     reached = algo.counters["env_steps"]
     assert 40 <= reached < 10_000
-    assert message.endswith(f"checkpoint saved at env step {reached}, continue with: rlf train --resume {run_dir}")
-    resumed = rlf.load(run_dir, registry=ray_registry, overrides=["vector=sync"])
-    assert resumed.counters["env_steps"] == reached
-    resumed.train(steps=reached + 32)
-    assert resumed.counters["env_steps"] == reached + 32
+    resumed = rlf.load(tmp_path / "run", registry=ray_registry, overrides=["vector=sync"])
+    saved = resumed.counters["env_steps"]
+    assert 16 <= saved <= reached
+    resumed.train(steps=saved + 32)
+    assert resumed.counters["env_steps"] == saved + 32

@@ -11,10 +11,11 @@ Seeding. Env ``i`` of the run is seeded ``seed + i`` on reset, whichever actor h
 and ParallelVector do; episodes after the first continue each env's own random stream.
 
 Faults. Ray restarts a dead actor (its process, or its whole node) up to ``max_restarts`` times,
-somewhere with the resources it asks for. The step it was doing is reported as a truncated episode end
-for its envs (no reward, the observation it acted on as the final one), they start fresh episodes from
-a seed not used before, and ``collector_restarts`` in the metrics counts it. Past ``max_restarts`` a
-``CollectorError`` stops the run; the Trainer saves a checkpoint first.
+somewhere with the resources it asks for. As the core's supervised subprocess envs do, the step it was
+doing is reported as ``dropped`` for its envs (an episode end, not ``alive``: nothing is learned from
+it and the cut episode stays out of the stats), they start fresh episodes from a seed not used before,
+and ``restarts`` counts it (``env_restarts`` in the metrics). Past ``max_restarts`` an
+``EnvWorkerError`` stops the run; the last checkpoint is intact.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ import numpy as np
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-from rlf import AgentArrays, CollectorError, EnvFactory, EnvSpec, StepBatch, VectorEnv, make_vector_env
+from rlf import AgentArrays, ConfigError, EnvFactory, EnvSpec, StepBatch, VectorEnv, make_vector_env
 
 # The one constant not in rlf's public API: how many parts vector=async makes. Following it (rather
 # than a copy of its value) is what keeps both collecting the same rollouts.
 from rlf.envs import PIPELINE_PARTS
+from rlf.errors import EnvWorkerError
 
 from .config import RayCollectorConfig
 
@@ -87,9 +89,6 @@ class _Actor:
     """Which of the run's envs this actor holds."""
     handle: Any
     restarts: int = 0
-    last_obs: AgentArrays | None = None
-    """What its envs show now: the final observation of the step lost if it dies."""
-    last_alive: AgentArrays | None = None
     pending: Any = None
     where: dict[str, Any] = field(default_factory=dict)
 
@@ -120,7 +119,7 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CollectorError(
+        raise ConfigError(
             f"collector.address={address}: cannot join the Ray cluster ({first}); start one (`ray start "
             "--head`), set RAY_ADDRESS or collector.address to a running one, or use collector.address=local"
         ) from exc
@@ -161,7 +160,8 @@ class RayVector(VectorEnv):
         self.actors = [_Actor(i, part, envs, remote.remote(name, factory, envs.stop - envs.start, config.niceness))
                        for i, (part, envs) in enumerate(layout)]
         self._by_part = [[actor for actor in self.actors if actor.part == p] for p in range(len(self._parts))]
-        self._restarts = 0
+        self.restarts = 0
+        """Actor restarts so far (the Trainer logs them as ``env_restarts``)."""
         self._seed: int | None = None
         self._closed = False
         try:
@@ -176,13 +176,13 @@ class RayVector(VectorEnv):
         try:
             places = ray.get(refs, timeout=self.config.restart_timeout_s)
         except GetTimeoutError:
-            raise CollectorError(
+            raise EnvWorkerError(
                 f"the Ray cluster ({self._address}) did not start {len(self.actors)} env actors of "
                 f"{self.config.actor_cpus:g} CPU{self._resources_text()} within {self.config.restart_timeout_s:g} s "
                 f"(free now: {_free_resources()}); lower collector.actor_cpus, raise collector.envs_per_actor "
                 "or add nodes") from None
         except RayActorError as exc:
-            raise CollectorError(f"an env actor failed to start: {_first_line(exc)}") from exc
+            raise EnvWorkerError(f"an env actor failed to start: {_first_line(exc)}") from exc
         for actor, place in zip(self.actors, places, strict=True):
             actor.where = place
 
@@ -208,8 +208,6 @@ class RayVector(VectorEnv):
                 obs = _owned(ray.get(ref))
             except RayActorError as exc:
                 obs = self._restart(actor, exc)
-            actor.last_obs = obs
-            actor.last_alive = None
             observations.append(obs)
         return _join(observations)
 
@@ -237,11 +235,7 @@ class RayVector(VectorEnv):
             batch = self._lost_step(actor, self._restart(actor, exc))
         else:
             batch = self._lost_step(actor, self._restart(actor, None)) if batch is None else _owned(batch)
-        actor.last_obs, actor.last_alive = batch.obs, batch.alive
         return batch
-
-    def metrics(self) -> dict[str, float]:
-        return {"collector_restarts": float(self._restarts)}
 
     def render(self) -> Any:
         return ray.get(self.actors[0].handle.render.remote())
@@ -278,7 +272,7 @@ class RayVector(VectorEnv):
         while True:
             if error is not None and not isinstance(error, ActorUnavailableError):
                 limit = self.config.max_restarts
-                raise CollectorError(
+                raise EnvWorkerError(
                     f"env actor {actor.index} (envs {actor.envs.start}-{actor.envs.stop - 1}) died for good after "
                     f"{actor.restarts} restart{'' if actor.restarts == 1 else 's'} (collector.max_restarts={limit}):"
                     f" {_first_line(error)}")
@@ -287,29 +281,29 @@ class RayVector(VectorEnv):
                 place = ray.get(actor.handle.where.remote(), timeout=remaining)
                 if place["incarnation"] != actor.where.get("incarnation"):
                     actor.restarts += 1
-                    self._restarts += 1
+                    self.restarts += 1
                     actor.where = place
                 seed = None if self._seed is None else (
                     self._seed + actor.envs.start + RESTART_SEED_STRIDE * actor.restarts)
                 return _owned(ray.get(actor.handle.reset.remote(seed), timeout=max(deadline - time.monotonic(), 0.001)))
             except GetTimeoutError:
                 cause = _first_line(error) if error is not None else "restarted"
-                raise CollectorError(
+                raise EnvWorkerError(
                     f"env actor {actor.index} was lost ({cause}) and did not come back within {timeout:g} s (free "
                     f"now: {_free_resources()}); raise collector.restart_timeout_s or add nodes") from None
             except RayActorError as exc:  # died again before it answered
                 error = exc
 
     def _lost_step(self, actor: _Actor, obs: AgentArrays) -> StepBatch:
-        """The step a dead actor never reported: a truncated episode end for each of its envs."""
+        """The step a dead actor never reported: its envs' episodes end there, dropped (see StepBatch)."""
         n = actor.envs.stop - actor.envs.start
         ids = self.spec.agent_ids
-        alive = actor.last_alive or {a: np.ones(n, dtype=bool) for a in ids}
+        everyone = list(range(n))
         reward_matrix = np.zeros((len(ids), n), dtype=np.float32)
-        return StepBatch(obs, dict(actor.last_obs), dict(zip(ids, reward_matrix, strict=True)),
-                         {a: np.zeros(n, dtype=bool) for a in ids}, {a: alive[a].copy() for a in ids},
-                         {a: alive[a].copy() for a in ids}, np.ones(n, dtype=bool), list(range(n)),
-                         reward_matrix, {})
+        no = {a: np.zeros(n, dtype=bool) for a in ids}
+        return StepBatch(obs, obs, dict(zip(ids, reward_matrix, strict=True)), no,
+                         {a: flags.copy() for a, flags in no.items()}, {a: flags.copy() for a, flags in no.items()},
+                         np.ones(n, dtype=bool), everyone, reward_matrix, {}, None, tuple(everyone))
 
 
 def _join(observations: list[AgentArrays]) -> AgentArrays:
