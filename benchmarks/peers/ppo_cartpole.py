@@ -109,6 +109,8 @@ def sb3_worker(seed: int, threads: int, args: dict) -> dict:
 
 
 def rlf_worker(seed: int, threads: int, args: dict) -> dict:
+    import torch  # noqa: F401  imported before the timer, as in the SB3 worker (rlf imports it lazily in train())
+
     import rlf
 
     with tempfile.TemporaryDirectory() as run_dir:
