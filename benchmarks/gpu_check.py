@@ -45,7 +45,7 @@ def main() -> None:
     device = torch.device(args.device)
     print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
     failures = 0
-    print(f"| case | env steps | env steps/s | peak GPU memory (MiB) | result |\n|---|---|---|---|---|")
+    print("| case | env steps | env steps/s | peak GPU memory (MiB) | result |\n|---|---|---|---|---|")
     for name, algorithm, env, steps, settings in CASES:
         steps = max(256, steps // 10) if args.quick else steps
         missing = [n for n in (algorithm, env) if n not in registry.algorithms and n not in registry.environments
