@@ -13,8 +13,6 @@ from rlf import OnPolicyConfig
 class PPOConfig(OnPolicyConfig):
     """Proximal Policy Optimization with a clipped surrogate objective and a learned value baseline."""
 
-    async_workers: int = Field(
-        0, ge=0, le=64, description="Must stay 0: PPO updates synchronously (collect in parallel with run.num_envs).")
     lr: float = Field(2.5e-4, gt=0.0, le=1.0, description="Adam learning rate at the start of the run.")
     anneal_lr: bool = Field(
         True, description="Decay the learning rate linearly to 0 over the run's total env steps (run.steps).")
@@ -34,7 +32,8 @@ class PPOConfig(OnPolicyConfig):
         0.0, ge=0.0, le=10.0,
         description="Stop an agent's update early once its approximate KL exceeds this (0 = never).")
     network: Literal["auto", "mlp", "cnn"] = Field(
-        "auto", description="auto: the Nature-DQN CNN for image observations (C, H, W), else an MLP.")
+        "auto", description="auto: the Nature CNN for images ((C, H, W) or (H, W, C), C <= 16, H and W >= 36; "
+                            "rlf.nn.image_layout), an MLP for everything else.")
     hidden_sizes: list[int] = Field(
         [64, 64], min_length=1, max_length=8,
         description="MLP: hidden layer widths (separate actor and critic networks of this shape).")
@@ -50,12 +49,4 @@ class PPOConfig(OnPolicyConfig):
     def _widths(cls, value: list[int]) -> list[int]:
         if any(width < 1 or width > 65_536 for width in value):
             raise ValueError("every hidden width must be between 1 and 65536")
-        return value
-
-    @field_validator("async_workers")
-    @classmethod
-    def _synchronous(cls, value: int) -> int:
-        if value:
-            raise ValueError("PPO updates synchronously; use run.num_envs (and run.vector) to collect in "
-                             "parallel and leave algo.async_workers at 0")
         return value
