@@ -11,9 +11,18 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError
 
@@ -24,6 +33,21 @@ class StrictModel(BaseModel):
     """A config model that rejects unknown keys and re-validates on assignment."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads true as 1 for an int field: `steps=true` would train one step
+        if isinstance(value, bool) and info.field_name and _is_number(cls.model_fields[info.field_name].annotation):
+            raise ValueError("must be a number, not true/false")
+        return value
+
+
+def _is_number(annotation: Any) -> bool:
+    if annotation in (int, float):
+        return True
+    args = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    return bool not in args and any(a in (int, float) for a in args)
 
 
 class AlgorithmConfig(StrictModel):
@@ -108,7 +132,16 @@ class RunConfig(StrictModel):
     log_interval: int = Field(2_000, ge=1, description="Env steps between metric rows (CSV, TensorBoard, progress).")
     run_dir: Path | None = Field(None, description="Run directory (default runs/<algorithm>-<env>-<time>).")
     device: str = Field("auto", description="Torch device for plugins that use one: auto, cpu, cuda, cuda:N, mps.")
+    env_timeout: float = Field(
+        60.0, gt=0, le=86_400,
+        description="Seconds a subprocess env worker may take to answer one reset or step before it counts as hung.")
+    env_restarts: int = Field(
+        0, ge=0, le=10_000,
+        description="Dead or hung subprocess env workers to replace (fresh episodes on their envs) before stopping.")
     save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
+    keep_checkpoints: int = Field(
+        2, ge=1, le=100,
+        description="Checkpoints kept: checkpoint.rlf plus the previous ones as checkpoint-1.rlf, ... (1 = latest only).")
     progress: bool = Field(True, description="Show a progress bar on the console.")
     loggers: list[str] = Field(
         ["csv", "tensorboard", "progress"],
@@ -121,6 +154,13 @@ class RunConfig(StrictModel):
     eval_episodes: int = Field(10, ge=1, le=100_000, description="Episodes per evaluation during training.")
     stop_at: StopAtConfig | None = Field(
         None, description='Stop early, e.g. {metric="eval/return", value=475}.')
+
+    @field_validator("run_dir", mode="before")
+    @classmethod
+    def _run_dir(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():  # Path("") would silently mean the current directory
+            raise ValueError("must not be empty; name a directory, e.g. run_dir=\"runs/my-run\"")
+        return value
 
     @field_validator("device")
     @classmethod
@@ -178,7 +218,7 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
-        if not sep or not key:
+        if not sep or not key or any(not part.strip() for part in key.split(".")):
             raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set algo.lr=0.001")
         section, dot, rest = key.partition(".")
         if not dot or section not in SECTIONS:
@@ -187,6 +227,8 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
         *parents, leaf = rest.split(".")
         for parent in parents:
             node = node.setdefault(parent, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {pair!r}: {parent} is set to a value above, so it has no keys")
         node[leaf] = parse_value(raw.strip())
     return layered
 
@@ -194,9 +236,15 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
 def load_toml(path: Path) -> dict[str, dict[str, Any]]:
     """A config file with [run], [algo], [env] and [collector] tables; top-level keys belong to [run]."""
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; pass an existing TOML file to --config") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory; pass a TOML file to --config") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8 TOML") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror}); pass a readable TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML ({exc}); fix the syntax and retry") from None
     layered: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}

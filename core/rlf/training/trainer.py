@@ -15,6 +15,7 @@ import numpy as np
 
 from ..callbacks import Callback
 from ..config import RunConfig
+from ..finite import check_step, check_weights
 from .strategy import TrainStrategy, average_metrics
 
 
@@ -84,6 +85,7 @@ class Trainer:
             self.emit("on_start")
             while counters["env_steps"] < run.steps and self.stop_reason is None:
                 result = self.strategy.step(run.steps - counters["env_steps"])
+                check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir)
                 counters["env_steps"] += result.env_steps
                 counters["updates"] += 1
                 window_steps += result.env_steps
@@ -102,6 +104,8 @@ class Trainer:
                                "env_step": counters["env_steps"], "updates": counters["updates"],
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
+                    check_weights(self.strategy, counters["env_steps"], run.algorithm, self.run_dir)
+                    summary.update(_supervision_metrics(self.strategy))
                     self.emit("on_log", summary)
                     pending.clear()
                     window_start, window_steps = time.perf_counter(), 0
@@ -122,6 +126,14 @@ class Trainer:
                 callback.close()
             self.strategy.teardown()
         return summary
+
+
+def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
+    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts)."""
+    restarts = getattr(getattr(strategy, "envs", None), "restarts", 0)
+    if not restarts:
+        return {}
+    return {"env_restarts": float(restarts), "episodes_dropped": float(getattr(strategy.tracker, "dropped", 0))}
 
 
 def episode_means(rows) -> dict[str, float]:
