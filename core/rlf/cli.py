@@ -44,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="an algorithm's and/or environment's defaults and documented schema")
     config.add_argument("algorithm", nargs="?")
     config.add_argument("--env", help="also show this environment's config")
+
+    from . import scaffold  # `rlf new`
+
+    scaffold.add_parser(sub)
     return parser
 
 
@@ -54,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             import os
 
             os.environ["RLF_STRICT_PLUGINS"] = "1"
-        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config}[
+        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config,
+                "new": _new}[
             args.command](args)
     except RlfError as exc:
         print(f"rlf: error: {exc}", file=sys.stderr)
@@ -179,6 +184,12 @@ def _config(args) -> int:
             print(f"{path} = {json.dumps(current)}  # {type_name}: {doc}")
         print()
     return 0
+
+
+def _new(args) -> int:
+    from . import scaffold
+
+    return scaffold.run(args)
 
 
 if __name__ == "__main__":
