@@ -22,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train an algorithm (or --resume a run)")
     train.add_argument("algorithm", nargs="?", help="algorithm name (see `rlf list`)")
     train.add_argument("--env", help="environment name, or gym:<id>")
-    train.add_argument("--steps", type=int, help="total env steps (run.steps)")
+    train.add_argument("--steps", type=int,
+                       help="total env steps (run.steps); with --resume the new total, counted from the run's "
+                            "start (not steps to add)")
     train.add_argument("--seed", type=int, help="random seed (run.seed)")
     train.add_argument("--config", type=Path, help="TOML file with [run], [algo] and [env] tables")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -41,9 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
 
-    config = sub.add_parser("config", help="an algorithm's and/or environment's defaults and documented schema")
+    config = sub.add_parser("config", help="an algorithm's and/or environment's settings, resolved and documented",
+                            description="Print every setting with its resolved value, type (the allowed values "
+                                        "of a choice) and one-line documentation: what `rlf train` would run.")
     config.add_argument("algorithm", nargs="?")
     config.add_argument("--env", help="also show this environment's config")
+    config.add_argument("--config", type=Path, help="TOML file with [run], [algo] and [env] tables, as for train")
+    config.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a value, as for train; the output shows the result")
 
     from . import scaffold  # `rlf new`
 
@@ -165,12 +172,21 @@ def _config(args) -> int:
     from .plugins import registry
 
     if args.algorithm:
-        resolved = resolve(args.algorithm, args.env)
+        resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides)
         sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
                     ("env", resolved.environment.config, resolved.env)]
     elif args.env:
+        from .config import load_toml, merge, parse_overrides
+
         environment = registry().environment(args.env)
         values = {"id": args.env.split(":", 1)[1]} if environment.prefix else {}
+        layers = [load_toml(args.config)] if args.config else []
+        layers.append(parse_overrides(args.overrides))
+        for layer in layers:
+            if layer["run"] or layer["algo"]:
+                raise ConfigError("without an algorithm only env.* settings apply; name an algorithm to set "
+                                  f"{', '.join(sorted([*layer['run'], *(f'algo.{k}' for k in layer['algo'])]))}")
+            values = merge(values, layer["env"])
         sections = [("env", environment.config, validate(environment.config, values, "env"))]
     else:
         raise ConfigError("name an algorithm, an environment (--env), or both; see `rlf list`")

@@ -7,11 +7,12 @@ overrides. Every model forbids unknown keys, so a typo is an error, not a silent
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -108,9 +109,21 @@ def describe(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, A
             rows.extend(describe(annotation, prefix=f"{path}."))
             continue
         default = "(required)" if field.is_required() else field.get_default(call_default_factory=True)
-        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-        rows.append((path, type_name, default, field.description or ""))
+        rows.append((path, type_label(annotation), default, field.description or ""))
     return rows
+
+
+def type_label(annotation: Any) -> str:
+    """How `rlf config` names a field's type; a choice lists its allowed values (``one of a, b``)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(json.dumps(value) for value in get_args(annotation))
+    if origin is Union or type(annotation).__name__ == "UnionType":
+        return " or ".join(type_label(arg) for arg in get_args(annotation))
+    if annotation is type(None):
+        return "null"
+    name = getattr(annotation, "__name__", None) if origin is None else None
+    return name or str(annotation).replace("typing.", "")
 
 
 def _keys(model: type[BaseModel], prefix: str) -> list[str]:

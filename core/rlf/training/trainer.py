@@ -41,7 +41,12 @@ class Trainer:
         self.run = run
         self.run_dir = Path(run_dir)
         self.save_checkpoint = save_checkpoint
-        self.counters = {"env_steps": 0, "updates": 0, "episodes": 0, **(counters or {})}
+        counters = dict(counters or {})
+        # "iterations" counts strategy steps (a rollout and its update, or a chunk of off-policy env
+        # steps), not learner updates; runs written before the rename call it "updates".
+        if "updates" in counters:
+            counters.setdefault("iterations", counters.pop("updates"))
+        self.counters = {"env_steps": 0, "iterations": 0, "episodes": 0, **counters}
 
     def checkpoint(self) -> None:
         self.save_checkpoint({"counters": dict(self.counters), "rng": rng_state(),
@@ -66,7 +71,7 @@ class Trainer:
             while counters["env_steps"] < run.steps:
                 result = self.strategy.step(run.steps - counters["env_steps"])
                 counters["env_steps"] += result.env_steps
-                counters["updates"] += 1
+                counters["iterations"] += 1
                 window_steps += result.env_steps
                 if result.metrics:
                     pending.append(result.metrics)
@@ -79,7 +84,7 @@ class Trainer:
                 if counters["env_steps"] >= next_log or counters["env_steps"] >= run.steps:
                     elapsed = time.perf_counter() - window_start
                     summary = {**average_metrics(pending), **_episode_means(recent),
-                               "env_step": counters["env_steps"], "updates": counters["updates"],
+                               "env_step": counters["env_steps"], "iterations": counters["iterations"],
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
                     metrics_log.write(summary)
