@@ -113,7 +113,7 @@ def run(args) -> int:
     print(f"wrote {args.kind} plugin {args.name!r} in {directory} ({len(files)} files). Next:")
     print(f"  pip install -e '{directory}[test]' && pytest {directory}")
     if args.kind == "algorithm":
-        print(f"  rlf train {args.name} --env gym:CartPole-v1 --steps 20000")
+        print(f"  rlf train {args.name} --env gym:CartPole-v1 --steps 60000")
     else:
         print(f"  rlf config --env {args.name}")
     return 0

@@ -1,0 +1,27 @@
+"""The tutorial plugin learns CartPole, and a resumed run continues where the checkpoint left off."""
+
+import numpy as np
+
+import rlf
+from rlf.testing import assert_trees_equal, read_csv
+
+
+def test_learns_cartpole(tmp_path):
+    algo = rlf.make("reinforce", "gym:CartPole-v1",
+                    overrides=["steps=40000", "seed=0", "progress=false", f"run_dir='{tmp_path}'"])
+    algo.train()
+    returns = [row["return"] for row in read_csv(tmp_path / "episodes.csv")]
+    first, last = np.mean(returns[:50]), np.mean(returns[-50:])
+    assert first < 40 and last > 2 * first, (first, last)
+
+
+def test_checkpoint_round_trip(tmp_path):
+    algo = rlf.make("reinforce", "gym:CartPole-v1",
+                    overrides=["steps=2048", "progress=false", f"run_dir='{tmp_path}'"])
+    algo.train()
+    resumed = rlf.load(tmp_path)
+    resumed.train(steps=4096)
+    assert resumed.counters["env_steps"] == 4096
+    again = rlf.load(tmp_path)
+    again.train(steps=4096)  # nothing left to do: the same weights come back
+    assert_trees_equal(again.strategy.agent.state_dict()["policies"], resumed.strategy.agent.state_dict()["policies"])
