@@ -3,42 +3,16 @@ them through rlf's loop), and bad names are one-line errors with exit code 2."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
+from support import child_env, pip_install
 
 from rlf import scaffold
 from rlf.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def child_env(home: Path) -> Path:
-    """A venv that sees this environment's packages (rlf, numpy, gymnasium, pytest, pip) and installs
-    its own on top: the generated plugins land there and never in the environment running the tests."""
-    venv.create(home, with_pip=False)
-    python = home / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    # addsitedir (not a bare path line) so this environment's own .pth files, editable installs, work too
-    Path(site, "_parent_env.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
-    return python
-
-
-def pip_install(python: Path, directory: Path) -> None:
-    if importlib.util.find_spec("setuptools"):
-        build = ["--no-build-isolation"]
-    else:  # the tox envs: setuptools and wheel come from the wheelhouse, offline
-        build = ["--find-links", os.environ.get("RLF_WHEELHOUSE", str(ROOT / "wheelhouse"))]
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", *build,
-                           str(directory)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def test_generated_plugins_install_pass_their_tests_and_train(tmp_path: Path, capsys):

@@ -12,7 +12,7 @@ def test_learns_cartpole(tmp_path):
     algo.train()
     returns = [row["return"] for row in read_csv(tmp_path / "episodes.csv")]
     first, last = np.mean(returns[:50]), np.mean(returns[-50:])
-    assert first < 40 and last > 2 * first, (first, last)
+    assert first < 40 and last > 2 * first, (first, last)  # measured, seeds 0-2: 20-21 -> 156-184
 
 
 def test_checkpoint_round_trip(tmp_path):

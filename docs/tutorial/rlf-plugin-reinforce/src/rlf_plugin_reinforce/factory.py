@@ -8,7 +8,13 @@ from gymnasium import spaces
 from torch import nn
 
 from rlf import Acting, Agent, AgentArrays, BuildContext, Learner, Rollout, StateTree
-from rlf.torch_utils import load_optimizer_state, optimizer_state, resolve_device, to_numpy_tree, to_torch_tree
+from rlf.torch_utils import (
+    load_optimizer_state,
+    optimizer_state,
+    resolve_device,
+    to_numpy_tree,
+    to_torch_tree,
+)
 
 
 def policy_network(observation_space: spaces.Space, action_space: spaces.Space, hidden: int) -> nn.Module:
