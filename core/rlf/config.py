@@ -48,7 +48,7 @@ class OnPolicyConfig(AlgorithmConfig):
 
 
 class ExplorationConfig(StrictModel):
-    """An epsilon schedule: decayed per finished episode (seed 002) or linearly per env step."""
+    """An epsilon schedule: decayed per finished episode (as in PPAGE's baselines) or linearly per env step."""
 
     schedule: Literal["per_episode", "per_step", "constant"] = Field(
         "per_episode", description="per_episode: eps = max(end, eps*decay) after each episode; per_step: linear.")
