@@ -21,7 +21,6 @@ def lines_of(result) -> dict[str, str]:
 
 def test_choice_fields_list_their_allowed_values(site):
     shown = lines_of(run_rlf("config", "tabular-q", "--env", "line", site=site))
-    assert '# one of "auto", "sync", "async":' in shown["vector"]
     assert 'exploration.schedule = "per_episode"  # one of "per_episode", "per_step", "constant":' in shown[
         "exploration.schedule"]
     assert "# Path or null:" in shown["run_dir"]
@@ -47,8 +46,8 @@ def test_set_on_an_environment_alone(site):
 
 
 def test_bad_values_are_one_line_errors(site):
-    assert_one_line_error(run_rlf("config", "tabular-q", "--env", "line", "--set", "vector='fast'", site=site),
-                          "vector", "auto")
+    assert_one_line_error(run_rlf("config", "tabular-q", "--env", "line", "--set", "algo.exploration.schedule='fast'",
+                                  site=site), "algo.exploration.schedule", "per_episode")
     assert_one_line_error(run_rlf("config", "tabular-q", "--env", "line", "--set", "algo.nope=1", site=site),
                           "unknown key 'algo.nope'")
 
