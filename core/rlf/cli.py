@@ -183,9 +183,11 @@ def _config(args) -> int:
         layers = [load_toml(args.config)] if args.config else []
         layers.append(parse_overrides(args.overrides))
         for layer in layers:
-            if layer["run"] or layer["algo"]:
+            others = sorted(key if section == "run" else f"{section}.{key}"
+                            for section, table in layer.items() if section != "env" for key in table)
+            if others:
                 raise ConfigError("without an algorithm only env.* settings apply; name an algorithm to set "
-                                  f"{', '.join(sorted([*layer['run'], *(f'algo.{k}' for k in layer['algo'])]))}")
+                                  + ", ".join(others))
             values = merge(values, layer["env"])
         sections = [("env", environment.config, validate(environment.config, values, "env"))]
     else:
