@@ -150,7 +150,8 @@ def configs_page() -> str:
            "## Run (every algorithm)", "", _first_line(RunConfig), "", *_table(RunConfig), "",
            "## Algorithms", ""]
     for name, spec in sorted(registry.algorithms.items()):
-        facts = [f"plugin `{spec.plugin}`", f"{spec.family.value}", f"actions: {', '.join(spec.action_spaces)}"]
+        family = getattr(spec.family, "value", spec.family)  # a strategy name (older cores: an enum)
+        facts = [f"plugin `{spec.plugin}`", f"strategy `{family}`", f"actions: {', '.join(spec.action_spaces)}"]
         if spec.default_env:
             facts.append(f"default env `{spec.default_env}`")
         if spec.run_defaults:
@@ -161,6 +162,17 @@ def configs_page() -> str:
         shown = f"{name}<id>" if spec.prefix else name
         out += [f"### {shown}", "", _first_line(spec.config), "", f"plugin `{spec.plugin}`.", "",
                 *_table(spec.config), ""]
+    # the other registries (strategy families, collectors, loggers, callbacks), where this core has them
+    for title, attribute, section in (("Strategies", "strategies", "algo"), ("Collectors", "collectors", "collector"),
+                                      ("Loggers", "loggers", "logger.NAME"), ("Callbacks", "callbacks", "callback.NAME")):
+        table = getattr(registry, attribute, None) or {}
+        if not table:
+            continue
+        out += [f"## {title}", "", f"Settings go in `[{section}]`." if section != "algo" else
+                "Every algorithm of a strategy family has these fields too.", ""]
+        for name, spec in sorted(table.items()):
+            out += [f"### {name}", "", spec.description or _first_line(spec.config), "", f"plugin `{spec.plugin}`.", ""]
+            out += [*_table(spec.config), ""] if spec.config.model_fields else ["No settings.", ""]
     return "\n".join(out)
 
 

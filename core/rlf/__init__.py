@@ -4,8 +4,10 @@ Everything a plugin may import is exported here. Heavy parts (training machinery
 on first use, so ``rlf list`` and plugin discovery stay fast.
 """
 
+from .callbacks import Callback, Logger
 from .config import (
     AlgorithmConfig,
+    CollectorConfig,
     EnvConfig,
     ExplorationConfig,
     OffPolicyConfig,
@@ -15,7 +17,15 @@ from .config import (
 )
 from .errors import CheckpointError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
 from .exploration import EpsilonSchedule
-from .hookspecs import hookimpl
+from .hookspecs import (
+    RegisterAlgorithm,
+    RegisterCallback,
+    RegisterCollector,
+    RegisterEnvironment,
+    RegisterLogger,
+    RegisterStrategy,
+    hookimpl,
+)
 from .interfaces import (
     EPISODE_METRICS,
     SINGLE_AGENT,
@@ -44,7 +54,16 @@ _LAZY = {
     "Trainer": ("training.trainer", "Trainer"),
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
     "StepResult": ("training.strategy", "StepResult"),
+    "BaseStrategy": ("training.strategy", "BaseStrategy"),
+    "EpisodeTracker": ("training.strategy", "EpisodeTracker"),
+    "OnPolicyStrategy": ("training.on_policy", "OnPolicyStrategy"),
+    "OffPolicyStrategy": ("training.off_policy", "OffPolicyStrategy"),
+    "collect_rollout": ("training.on_policy", "collect_rollout"),
     "registry": ("plugins", "registry"),
+    "VectorEnv": ("envs", "VectorEnv"),
+    "StepBatch": ("envs", "StepBatch"),
+    "EnvFactory": ("envs", "EnvFactory"),
+    "make_vector_env": ("envs", "make_vector_env"),
     "checkpoint": ("checkpoint", None),
     "torch_utils": ("torch_utils", None),
 }
@@ -64,8 +83,9 @@ def __getattr__(name: str):
 
 __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
-    "BuildContext", "CheckpointError", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
+    "BuildContext", "Callback", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
     "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
-    "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "Logger", "RegisterAlgorithm", "RegisterCallback", "RegisterCollector", "RegisterEnvironment",
+    "RegisterLogger", "RegisterStrategy", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,
 ]

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from . import checkpoint as ckpt
+from .callbacks import Callback, PeriodicEval, StopAt
 from .config import (
     SECTIONS,
     AlgorithmConfig,
@@ -27,10 +30,10 @@ from .config import (
     parse_overrides,
     validate,
 )
-from .envs import EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
+from .envs import Collector, EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
 from .errors import CheckpointError, ConfigError, IncompatibleError
 from .interfaces import BuildContext
-from .plugins import AlgorithmSpec, EnvironmentSpec, Registry
+from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec
 from .plugins import registry as default_registry
 from .training.strategy import EpisodeTracker, average_metrics, build_strategy
 from .training.trainer import Trainer, set_rng_state
@@ -46,10 +49,22 @@ class Resolved:
     env: EnvConfig
     algorithm: AlgorithmSpec
     environment: EnvironmentSpec
+    collector: BaseModel
+    """The ``[collector]`` settings, validated against the selected collector's model."""
+    collector_spec: CollectorSpec
+    """The collector ``run.vector`` selected (``auto`` resolved)."""
+    strategy: StrategySpec
+    """The strategy family the algorithm runs on."""
+    loggers: dict[str, BaseModel] = field(default_factory=dict)
+    """``run.loggers`` in order, each with its validated ``[logger.<name>]`` settings."""
+    callbacks: dict[str, BaseModel] = field(default_factory=dict)
+    """``run.callbacks`` in order, each with its validated ``[callback.<name>]`` settings."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run.model_dump(mode="json"), "algo": self.algo.model_dump(mode="json"),
-                "env": self.env.model_dump(mode="json")}
+                "env": self.env.model_dump(mode="json"), "collector": self.collector.model_dump(mode="json"),
+                "logger": {name: value.model_dump(mode="json") for name, value in self.loggers.items()},
+                "callback": {name: value.model_dump(mode="json") for name, value in self.callbacks.items()}}
 
 
 def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
@@ -58,12 +73,13 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
     """Defaults < the algorithm's run defaults < ``config`` dict < TOML file < ``--set`` overrides."""
     registry = registry or default_registry()
     spec = registry.algorithm(algorithm)
+    strategy = registry.strategy(spec.family, spec)
     layered: dict[str, Any] = {section: {} for section in SECTIONS}
     layered["run"].update(spec.run_defaults)
     for layer in (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides)):
         unknown = set(layer) - set(SECTIONS)
         if unknown:
-            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use run, algo or env")
+            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}")
         layered = merge(layered, layer)
     env_name = env or layered["run"].get("env") or spec.default_env
     if not env_name:
@@ -72,8 +88,28 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
     environment = registry.environment(env_name)
     if environment.prefix:
         layered["env"].setdefault("id", env_name.split(":", 1)[1])
-    return Resolved(validate(RunConfig, layered["run"], "run"), validate(spec.config, layered["algo"], "algo"),
-                    validate(environment.config, layered["env"], "env"), spec, environment)
+    run = validate(RunConfig, layered["run"], "run")
+    collector = registry.collector(run.vector, environment)
+    return Resolved(run, validate(spec.config, layered["algo"], "algo"),
+                    validate(environment.config, layered["env"], "env"), spec, environment,
+                    validate(collector.config, layered["collector"], "collector"), collector, strategy,
+                    _named_settings("logger", run.loggers, registry.logger, layered["logger"]),
+                    _named_settings("callback", run.callbacks, registry.callback, layered["callback"]))
+
+
+def _named_settings(kind: str, names: list[str], lookup, settings: Mapping[str, Any]) -> dict[str, BaseModel]:
+    """Each selected logger's (or callback's) validated settings; settings for one not selected are an error."""
+    stray = sorted(set(settings) - set(names))
+    if stray:
+        raise ConfigError(f"[{kind}.{stray[0]}] configures a {kind} that run.{kind}s does not select "
+                          f"({names}); add it to run.{kind}s or remove the settings")
+    resolved = {}
+    for name in names:
+        values = settings.get(name, {})
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{kind}.{name} must be a table of settings, e.g. --set {kind}.{name}.key=value")
+        resolved[name] = validate(lookup(name).config, values, f"{kind}.{name}")
+    return resolved
 
 
 def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
@@ -101,6 +137,8 @@ class Algorithm:
         self.strategy = None
         self._agent_state = None
         self._pending: dict[str, Any] | None = None
+        self.stop_reason: str | None = None
+        """Why the last ``train()`` stopped before its budget (a ``stop_at`` callback), else None."""
 
     # -- construction ---------------------------------------------------------------------------
     @property
@@ -119,13 +157,16 @@ class Algorithm:
         finally:
             env.close()
 
-    def _subprocess(self) -> bool:
-        mode = self.resolved.run.vector
-        return mode == "async" or (mode == "auto" and self.resolved.environment.prefer_subprocess)
+    def _collector(self) -> Collector:
+        spec = self.resolved.collector_spec
+        return Collector(spec.name, spec.build_collector, self.resolved.collector)
 
     # -- training -------------------------------------------------------------------------------
-    def train(self, steps: int | None = None, progress: bool | None = None) -> dict[str, float]:
-        """Train until ``steps`` total env steps (default: the run config's), writing the run directory."""
+    def train(self, steps: int | None = None, progress: bool | None = None,
+              callbacks: Sequence[Callback] = ()) -> dict[str, float]:
+        """Train until ``steps`` total env steps (default: the run config's), writing the run directory.
+
+        ``callbacks`` run after the configured loggers, plugin callbacks and built-in evaluation."""
         run = self.resolved.run
         if steps is not None:
             run.steps = steps
@@ -141,17 +182,34 @@ class Algorithm:
             from .training.trainer import rng_state
 
             self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state()}
-        self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._subprocess())
+        self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector(),
+                                       self.resolved.strategy)
         if self._pending is not None:
             self.strategy.load_state_dict(self._pending["strategy"])
             set_rng_state(self._pending["rng"])
             self._pending = None
-        trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters)
+        trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters,
+                          self._callbacks(callbacks))
+        self.stop_reason = None
         try:
             return trainer.train()
         finally:
             self.counters = trainer.counters
+            self.stop_reason = trainer.stop_reason
             self._agent_state = self.strategy.agent.state_dict() if self.strategy.agent else None
+
+    def _callbacks(self, extra: Sequence[Callback]) -> list[Callback]:
+        resolved, run = self.resolved, self.resolved.run
+        built = [self.registry.logger(name).build(self.run_dir, run, config) for name, config in resolved.loggers.items()]
+        built += [self.registry.callback(name).build(self.run_dir, run, config)
+                  for name, config in resolved.callbacks.items()]
+        if run.eval_interval:
+            seed = run.seed + 2_000_003  # every evaluation plays the same episodes: scores compare
+            built.append(PeriodicEval(run.eval_interval, run.eval_episodes,
+                                      lambda episodes: self.evaluate(episodes=episodes, seed=seed)))
+        if run.stop_at is not None:
+            built.append(StopAt(run.stop_at.metric, run.stop_at.value, run.stop_at.mode))
+        return built + list(extra)
 
     def _write_run_file(self) -> None:
         data = {"format": "rlf-run", "config": self.resolved.as_dict(),
@@ -169,8 +227,10 @@ class Algorithm:
                             "environment": [environment, versions.get(environment)]},
                 "saved_at": time.time(), **trainer_state}
 
-    def _save_checkpoint(self, trainer_state: dict[str, Any]) -> None:
-        ckpt.save(self.run_dir / CHECKPOINT_FILE, self._checkpoint_state(trainer_state))
+    def _save_checkpoint(self, trainer_state: dict[str, Any], name: str = CHECKPOINT_FILE) -> Path:
+        path = self.run_dir / name
+        ckpt.save(path, self._checkpoint_state(trainer_state))
+        return path
 
     def save(self, path: Path | str) -> Path:
         """Write a self-describing checkpoint of the current state to ``path``."""
@@ -189,8 +249,12 @@ class Algorithm:
 
     # -- evaluation -----------------------------------------------------------------------------
     def evaluate(self, episodes: int = 10, record: Path | str | None = None, seed: int | None = None,
-                 max_steps: int = 1_000_000) -> dict[str, float]:
-        """Greedy episodes on a fresh env: mean return (per agent for multi-agent), length, env metrics."""
+                 max_steps: int = 1_000_000, tensorboard: bool = False) -> dict[str, float]:
+        """Greedy episodes on a fresh env: mean return (per agent for multi-agent), length, env metrics.
+
+        ``record``: write a video file; ``tensorboard``: also put the video in the run's TensorBoard
+        files (tag ``eval/video`` at the run's env step)."""
+        video = record is not None or tensorboard
         if episodes < 1:
             raise ConfigError("episodes must be at least 1")
         state = self._agent_state
@@ -198,7 +262,7 @@ class Algorithm:
             state = self.strategy.agent.state_dict()
         if state is None:
             raise CheckpointError("this algorithm has not been trained or loaded: call train() or rlf.load()")
-        factory = EnvFactory(self.factory.build_env, self.factory.config, "rgb_array" if record else None)
+        factory = EnvFactory(self.factory.build_env, self.factory.config, "rgb_array" if video else None)
         envs = make_vector_env(self.resolved.run.env, factory, 1, subprocess=False)
         frames: list = []
         try:
@@ -208,7 +272,7 @@ class Algorithm:
             tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
             obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
             rows: list[dict[str, float]] = []
-            if record:
+            if video:
                 envs.record_final_frames()
                 frames.append(_render(envs))
             for _ in range(max_steps):
@@ -216,11 +280,11 @@ class Algorithm:
                 rows.extend(tracker.update(batch))
                 if batch.ended_envs:
                     agent.reset_state(batch.episode_ended)
-                    if record and batch.final_frames:
+                    if video and batch.final_frames:
                         frames.append(batch.final_frames[0])
                 if len(rows) >= episodes:
                     break
-                if record:
+                if video:
                     frames.append(_render(envs))
                 obs = batch.obs
         finally:
@@ -229,6 +293,10 @@ class Algorithm:
             from .video import write_video
 
             write_video(Path(record), frames, fps=_render_fps(envs))
+        if tensorboard:
+            from .loggers import tensorboard_video
+
+            tensorboard_video(self.run_dir, "eval/video", frames, _render_fps(envs), self.counters.get("env_steps", 0))
         result = average_metrics(rows)
         result.pop("episode", None)
         result["episodes"] = float(len(rows))
@@ -289,6 +357,13 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     except (KeyError, TypeError):
         raise CheckpointError(f"checkpoint {path} is incomplete or foreign; it was not written by rlf") from None
     config = {section: dict(values) for section, values in config.items()}
+    changed = parse_overrides(overrides)["run"]
+    vector = changed.get("vector")
+    if vector is not None and vector != config["run"].get("vector"):
+        config.pop("collector", None)  # the saved settings were for the collector being replaced
+    for kind in ("logger", "callback"):  # keep the saved settings of those the resume still selects
+        if isinstance(changed.get(f"{kind}s"), list) and isinstance(config.get(kind), dict):
+            config[kind] = {name: values for name, values in config[kind].items() if name in changed[f"{kind}s"]}
     if run_dir is not None:
         config["run"]["run_dir"] = str(run_dir)
     registry = registry or default_registry()

@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="total env steps (run.steps); with --resume the new total, counted from the run's "
                             "start (not steps to add)")
     train.add_argument("--seed", type=int, help="random seed (run.seed)")
-    train.add_argument("--config", type=Path, help="TOML file with [run], [algo] and [env] tables")
+    train.add_argument("--config", type=Path, help="TOML file with [run], [algo], [env] and [collector] tables")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set algo.lr=3e-4 --set num_envs=8")
     train.add_argument("--run-dir", type=Path, help="where to write the run (default runs/<algo>-<env>-<time>)")
@@ -38,8 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--record", type=Path, help="write a video of the episodes (.mp4 or .gif)")
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
+    evaluate.add_argument("--tensorboard", action="store_true",
+                          help="also put the video in the run's TensorBoard files (tag eval/video)")
 
-    sub.add_parser("list", help="installed algorithms and environments")
+    sub.add_parser("list", help="installed algorithms, environments, strategies, collectors, loggers, callbacks")
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
 
@@ -48,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
                                         "of a choice) and one-line documentation: what `rlf train` would run.")
     config.add_argument("algorithm", nargs="?")
     config.add_argument("--env", help="also show this environment's config")
-    config.add_argument("--config", type=Path, help="TOML file with [run], [algo] and [env] tables, as for train")
+    config.add_argument("--config", type=Path, help="TOML config file, with the same tables as for train")
     config.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a value, as for train; the output shows the result")
 
@@ -110,6 +112,8 @@ def _train(args) -> int:
     except Interrupted as exc:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if algo.stop_reason:
+        print(f"stopped early: {algo.stop_reason}", file=sys.stderr)
     shown = {k: round(v, 4) for k, v in summary.items() if k.startswith("mean_") or k == "env_step"}
     print(f"done: {json.dumps(shown)}")
     print(f"run directory: {algo.run_dir}   evaluate with: rlf eval {algo.run_dir}")
@@ -120,7 +124,7 @@ def _eval(args) -> int:
     from . import api
 
     algo = api.load(args.run)
-    result = algo.evaluate(episodes=args.episodes, record=args.record)
+    result = algo.evaluate(episodes=args.episodes, record=args.record, tensorboard=args.tensorboard)
     if args.json:
         print(json.dumps(result))
     else:
@@ -132,17 +136,25 @@ def _eval(args) -> int:
 
 
 def _list(args) -> int:
-    from .plugins import registry
+    from .plugins import registry, strategy_name
 
     reg = registry()
     print("algorithms:")
     for name, spec in sorted(reg.algorithms.items()):
         default = f"  default env {spec.default_env}" if spec.default_env else ""
-        print(f"  {name:<14} {spec.family.value:<11} {spec.plugin}{default}")
+        print(f"  {name:<14} {strategy_name(spec.family):<11} {spec.plugin}{default}")
     print("environments:")
     for name, spec in sorted(reg.environments.items()):
         shown = f"{name}<id>" if spec.prefix else name
         print(f"  {shown:<14} {spec.plugin}")
+    print("strategies:")
+    for name, spec in sorted(reg.strategies.items()):
+        print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
+    for title, table in (("collectors (run.vector)", reg.collectors), ("loggers (run.loggers)", reg.loggers),
+                         ("callbacks (run.callbacks)", reg.callbacks)):
+        print(f"{title}:" if table else f"{title}: none")
+        for name, spec in sorted(table.items()):
+            print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
     if reg.errors:
         print(f"({len(reg.errors)} plugin(s) failed to load; see `rlf plugins`)")
     return 0
@@ -158,7 +170,9 @@ def _plugins(args) -> int:
         return 0
     for row in rows:
         status = f"ERROR {row['error']}" if row["error"] else "ok"
-        provides = ", ".join(row["algorithms"] + row["environments"])
+        provides = ", ".join(row["algorithms"] + row["environments"]
+                             + [f"{kind} {name}" for kind in ("strategy", "collector", "logger", "callback")
+                                for name in row[f"{kind}s" if kind != "strategy" else "strategies"]])
         print(f"{row['name']:<18} {row['version'] or '-':<9} {status}")
         if not row["error"]:
             print(f"{'':<18} hooks: {', '.join(row['hooks'])}; provides: {provides or '-'}")
@@ -174,7 +188,13 @@ def _config(args) -> int:
     if args.algorithm:
         resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides)
         sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
-                    ("env", resolved.environment.config, resolved.env)]
+                    ("env", resolved.environment.config, resolved.env),
+                    ("collector", resolved.collector_spec.config, resolved.collector)]
+        reg = registry()
+        sections += [(f"logger.{name}", reg.logger(name).config, value) for name, value in resolved.loggers.items()
+                     if type(value).model_fields]
+        sections += [(f"callback.{name}", reg.callback(name).config, value)
+                     for name, value in resolved.callbacks.items() if type(value).model_fields]
     elif args.env:
         from .config import load_toml, merge, parse_overrides
 

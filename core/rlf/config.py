@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
-SECTIONS = ("run", "algo", "env")
+SECTIONS = ("run", "algo", "env", "collector", "logger", "callback")
 
 
 class StrictModel(BaseModel):
@@ -35,16 +35,26 @@ class EnvConfig(StrictModel):
     """Base of every environment's config."""
 
 
+class CollectorConfig(StrictModel):
+    """Settings of a collector (``run.vector``); the built-in ``sync`` and ``async`` have none."""
+
+
 class OnPolicyConfig(AlgorithmConfig):
     """Fields the on-policy strategy reads: rollout length and the GAE discounting."""
 
     rollout_steps: int = Field(128, ge=1, le=100_000, description="Env steps per env collected before each update.")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor of the extrinsic return.")
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (1 = Monte-Carlo, 0 = one-step TD).")
-    async_workers: int = Field(
-        0, ge=0, le=64,
-        description="Asynchronous worker processes that collect and learn on a shared model (0 = synchronous).",
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_async_workers(cls, data: Any) -> Any:
+        # Checkpoints and config files from before A3C's workers moved into its plugin carry
+        # async_workers = 0 (synchronous) in every on-policy config; that is what every config
+        # without the field does, so drop it instead of failing the resume. Other values stay errors.
+        if isinstance(data, dict) and data.get("async_workers") == 0 and "async_workers" not in cls.model_fields:
+            data = {key: value for key, value in data.items() if key != "async_workers"}
+        return data
 
 
 class ExplorationConfig(StrictModel):
@@ -70,6 +80,15 @@ class OffPolicyConfig(AlgorithmConfig):
         1000, ge=1, description="With actors: env steps between pushes of the learner's weights to the actors.")
 
 
+class StopAtConfig(StrictModel):
+    """Stop training once a metric reaches a value."""
+
+    metric: str = Field("eval/return", min_length=1,
+                        description="eval/<key> (needs eval_interval) or a metrics.csv column such as mean_return.")
+    value: float = Field(..., description="The threshold.")
+    mode: Literal[">=", "<="] = Field(">=", description="Stop when metric >= value (or <= value).")
+
+
 _DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
 
 
@@ -81,8 +100,10 @@ class RunConfig(StrictModel):
     steps: int = Field(100_000, ge=1, le=10**12, description="Total env steps to train for (all envs together).")
     seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed for environments, networks and exploration.")
     num_envs: int = Field(1, ge=1, le=1024, description="Environment copies stepped together.")
-    vector: Literal["auto", "sync", "async"] = Field(
-        "auto", description="sync: envs in this process; async: one subprocess each; auto: the env's preference.")
+    vector: str = Field(
+        "auto", min_length=1,
+        description="Collector that steps the envs (see `rlf list`): sync (in this process), async (one subprocess "
+                    "each), any installed one, or auto (the env's preference between sync and async).")
     checkpoint_interval: int = Field(
         50_000, ge=0, description="Env steps between checkpoints (0 = only at the end).")
     log_interval: int = Field(2_000, ge=1, description="Env steps between metric rows (CSV, TensorBoard, progress).")
@@ -90,6 +111,17 @@ class RunConfig(StrictModel):
     device: str = Field("auto", description="Torch device for plugins that use one: auto, cpu, cuda, cuda:N, mps.")
     save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
     progress: bool = Field(True, description="Show a progress bar on the console.")
+    loggers: list[str] = Field(
+        ["csv", "tensorboard", "progress"],
+        description="Metric sinks (see `rlf list`); settings in [logger.<name>].")
+    callbacks: list[str] = Field(
+        [], description="Callbacks plugins registered (see `rlf list`); settings in [callback.<name>].")
+    eval_interval: int = Field(
+        0, ge=0, description="Env steps between greedy evaluations during training (0 = none): eval.csv, "
+                             "TensorBoard eval/..., the best kept as best.rlf.")
+    eval_episodes: int = Field(10, ge=1, le=100_000, description="Episodes per evaluation during training.")
+    stop_at: StopAtConfig | None = Field(
+        None, description='Stop early, e.g. {metric="eval/return", value=475}.')
 
     @field_validator("device")
     @classmethod
@@ -97,6 +129,21 @@ class RunConfig(StrictModel):
         if not _DEVICE.match(value):
             raise ValueError("must be auto, cpu, cuda, cuda:N or mps")
         return value
+
+    @field_validator("loggers", "callbacks")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        repeated = sorted({name for name in value if value.count(name) > 1})
+        if repeated:
+            raise ValueError(f"lists {', '.join(repeated)} more than once")
+        return value
+
+    @model_validator(mode="after")
+    def _stop_at_needs_its_metric(self) -> RunConfig:
+        if self.stop_at is not None and self.stop_at.metric.startswith("eval/") and not self.eval_interval:
+            raise ValueError(f"stop_at.metric {self.stop_at.metric!r} is an evaluation result: set eval_interval "
+                             "(e.g. eval_interval=10000) or use a metrics.csv column such as mean_return")
+        return self
 
 
 def describe(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, Any, str]]:
@@ -158,7 +205,7 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 
 def load_toml(path: Path) -> dict[str, dict[str, Any]]:
-    """A config file with [run], [algo] and [env] tables; top-level keys belong to [run]."""
+    """A config file with [run], [algo], [env] and [collector] tables; top-level keys belong to [run]."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -172,7 +219,8 @@ def load_toml(path: Path) -> dict[str, dict[str, Any]]:
                 raise ConfigError(f"config file {path}: [{key}] must be a table")
             layered[key].update(value)
         elif isinstance(value, dict):
-            raise ConfigError(f"config file {path}: unknown table [{key}]; use [run], [algo] or [env]")
+            tables = ", ".join(f"[{section}]" for section in SECTIONS)
+            raise ConfigError(f"config file {path}: unknown table [{key}]; use {tables}")
         else:
             layered["run"][key] = value
     return layered

@@ -447,3 +447,50 @@ def make_vector_env(name: str, factory: EnvFactory, num_envs: int, subprocess: b
     if multi:
         return ParallelVector(name, factory, num_envs)
     return GymVector(name, factory, num_envs, subprocess)
+
+
+def build_sync_collector(env_name: str, factory: EnvFactory, num_envs: int, config: Any = None) -> VectorEnv:
+    """The built-in ``sync`` collector: every env copy in this process."""
+    return make_vector_env(env_name, factory, num_envs, subprocess=False)
+
+
+def build_async_collector(env_name: str, factory: EnvFactory, num_envs: int, config: Any = None) -> VectorEnv:
+    """The built-in ``async`` collector: one subprocess per env copy (PettingZoo envs stay in-process)."""
+    return make_vector_env(env_name, factory, num_envs, subprocess=True)
+
+
+_CONTRACT = ("spec", "num_envs", "parts", "reset", "step", "close")
+
+
+@dataclass
+class Collector:
+    """The collector ``run.vector`` selected, bound to its validated ``[collector]`` settings.
+
+    Strategies call it for the envs they step; it checks what a third-party builder returned, so a
+    collector that breaks the contract fails at setup with its name, not deep inside a rollout.
+    """
+
+    name: str
+    build_collector: Callable[..., Any]
+    config: Any = None
+
+    def __call__(self, env_name: str, factory: EnvFactory, num_envs: int) -> VectorEnv:
+        from .errors import PluginError
+
+        envs = self.build_collector(env_name, factory, num_envs, self.config)
+        missing = [attribute for attribute in _CONTRACT if not hasattr(envs, attribute)]
+        if missing:
+            close = getattr(envs, "close", None)
+            if callable(close):
+                close()
+            raise PluginError(f"collector {self.name!r} returned {type(envs).__name__}, which lacks "
+                              f"{', '.join(missing)} of rlf.VectorEnv; fix the collector's plugin")
+        if envs.num_envs != num_envs:
+            envs.close()
+            raise PluginError(f"collector {self.name!r} built {envs.num_envs} envs where {num_envs} were "
+                              "asked for; fix the collector's plugin")
+        return envs
+
+
+SYNC = Collector("sync", build_sync_collector)
+"""In-process envs: what evaluation and worker processes step, whatever the run's collector."""

@@ -19,9 +19,10 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import pluggy
+from pydantic import BaseModel
 
 from . import hookspecs
-from .config import AlgorithmConfig, EnvConfig
+from .config import AlgorithmConfig, CollectorConfig, EnvConfig, StrictModel
 from .errors import PluginError, UnknownNameError
 
 API_VERSION = 1
@@ -31,10 +32,22 @@ ENTRY_POINT_GROUP = "rlf"
 
 
 class StrategyFamily(StrEnum):
-    """How experience is collected: a value each algorithm declares, not code it writes."""
+    """The core's two strategy families, by their names before strategies were plugins.
+
+    Kept so existing plugins keep working: ``family=StrategyFamily.ON_POLICY`` names the registered
+    strategy ``on-policy`` (see ``STRATEGY_ALIASES``). New code names a strategy by its registered name.
+    """
 
     ON_POLICY = "on_policy"
     OFF_POLICY = "off_policy"
+
+
+STRATEGY_ALIASES = {StrategyFamily.ON_POLICY.value: "on-policy", StrategyFamily.OFF_POLICY.value: "off-policy"}
+
+
+def strategy_name(family: str) -> str:
+    """The registered strategy an algorithm's ``family`` names (the old enum values are aliases)."""
+    return STRATEGY_ALIASES.get(str(family), str(family))
 
 
 class LazyCallable:
@@ -80,6 +93,7 @@ class AlgorithmSpec:
     build_agent: Callable
     build_learner: Callable
     family: str
+    """The strategy family it needs, as the plugin declared it (see ``strategy_name``)."""
     config: type[AlgorithmConfig]
     plugin: str
     default_env: str | None = None
@@ -102,6 +116,42 @@ class EnvironmentSpec:
     """Registered as ``name:`` and matching ``name:<anything>`` (e.g. gym:CartPole-v1)."""
 
 
+@dataclass(frozen=True)
+class StrategySpec:
+    name: str
+    strategy: Callable
+    """The TrainStrategy class (possibly lazy): ``strategy(algorithm, env_name, env_factory, context, collector)``."""
+    config: type[AlgorithmConfig]
+    """Settings the strategy reads; the config of every algorithm of this family subclasses it."""
+    plugin: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CollectorSpec:
+    name: str
+    build_collector: Callable
+    """``build_collector(env_name, factory, num_envs, config) -> VectorEnv``."""
+    config: type[BaseModel]
+    plugin: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class CallbackSpec:
+    """A logger or a callback a plugin registered: ``build(run_dir, run, config) -> rlf.Callback``."""
+
+    name: str
+    build: Callable
+    config: type[BaseModel]
+    plugin: str
+    description: str = ""
+
+
+AUTO_COLLECTOR = "auto"
+"""``run.vector = "auto"``: the environment's preference between the built-in ``sync`` and ``async``."""
+
+
 @dataclass
 class PluginInfo:
     name: str
@@ -111,17 +161,26 @@ class PluginInfo:
     error: str | None = None
     algorithms: list[str] = field(default_factory=list)
     environments: list[str] = field(default_factory=list)
+    strategies: list[str] = field(default_factory=list)
+    collectors: list[str] = field(default_factory=list)
+    loggers: list[str] = field(default_factory=list)
+    callbacks: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 class Registry:
-    """The installed algorithms and environments, and what happened when loading each plugin."""
+    """The installed algorithms, environments, strategies and collectors, and what happened when loading
+    each plugin."""
 
     def __init__(self) -> None:
         self.algorithms: dict[str, AlgorithmSpec] = {}
         self.environments: dict[str, EnvironmentSpec] = {}
+        self.strategies: dict[str, StrategySpec] = {}
+        self.collectors: dict[str, CollectorSpec] = {}
+        self.loggers: dict[str, CallbackSpec] = {}
+        self.callbacks: dict[str, CallbackSpec] = {}
         self.plugins: dict[str, PluginInfo] = {}
 
     @property
@@ -141,6 +200,38 @@ class Registry:
             return self.environments[f"{head}:"]
         known = sorted(n + ("<id>" if self.environments[n].prefix else "") for n in self.environments)
         raise UnknownNameError(_unknown("environment", name, known, self.errors))
+
+    def strategy(self, family: str, algorithm: AlgorithmSpec | None = None) -> StrategySpec:
+        """The strategy family ``family`` names; with ``algorithm``, also check its config fits."""
+        name = strategy_name(family)
+        if name not in self.strategies:
+            needed = f"algorithm {algorithm.name!r} needs " if algorithm else ""
+            raise UnknownNameError(needed + _unknown("strategy", name, sorted(self.strategies), self.errors))
+        spec = self.strategies[name]
+        if algorithm is not None and not issubclass(algorithm.config, spec.config):
+            raise PluginError(f"algorithm {algorithm.name!r} (plugin {algorithm.plugin!r}) runs on strategy {name!r}, "
+                              f"whose settings are {spec.config.__name__}, but its config {algorithm.config.__name__} "
+                              f"does not subclass it; fix the plugin's config class")
+        return spec
+
+    def collector(self, name: str, environment: EnvironmentSpec | None = None) -> CollectorSpec:
+        """The collector ``run.vector`` names; ``auto`` is the environment's preference (sync or async)."""
+        if name == AUTO_COLLECTOR:
+            name = "async" if environment is not None and environment.prefer_subprocess else "sync"
+        if name in self.collectors:
+            return self.collectors[name]
+        message = _unknown("collector", name, sorted(self.collectors), self.errors)
+        raise UnknownNameError(f"run.vector: {message} (or {AUTO_COLLECTOR!r})")
+
+    def logger(self, name: str) -> CallbackSpec:
+        if name in self.loggers:
+            return self.loggers[name]
+        raise UnknownNameError("run.loggers: " + _unknown("logger", name, sorted(self.loggers), self.errors))
+
+    def callback(self, name: str) -> CallbackSpec:
+        if name in self.callbacks:
+            return self.callbacks[name]
+        raise UnknownNameError("run.callbacks: " + _unknown("callback", name, sorted(self.callbacks), self.errors))
 
     def plugin_versions(self) -> dict[str, str | None]:
         return {name: info.version for name, info in self.plugins.items() if not info.error}
@@ -168,9 +259,9 @@ def _requested_plugins() -> set[str] | None:
 
 
 def _builtin_plugins() -> list[tuple[str, Any]]:
-    from . import builtin_envs  # the core's own environments ship as a default plugin
+    from . import builtin  # the core's own environments, strategies and collectors: a default plugin
 
-    return [("rlf", builtin_envs)]
+    return [("rlf", builtin)]
 
 
 def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any]] = ()) -> Registry:
@@ -232,13 +323,15 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
     def algorithm_registrar(plugin: str):
         def register(name: str, *, build_agent, build_learner, family, config, default_env=None,
                      action_spaces=("discrete",), multi_agent=True, run_defaults=None) -> None:
-            if family not in set(StrategyFamily):
-                raise PluginError(f"algorithm {name!r}: family must be a StrategyFamily, not {family!r}")
+            if not isinstance(family, str) or not family:
+                raise PluginError(f"algorithm {name!r}: family must name a registered strategy "
+                                  f"(e.g. 'on-policy'), not {family!r}")
+            family = StrategyFamily(family) if family in set(StrategyFamily) else family
             if not (isinstance(config, type) and issubclass(config, AlgorithmConfig)):
                 raise PluginError(f"algorithm {name!r}: config must subclass rlf.AlgorithmConfig")
             _claim(registry.algorithms, name, plugin, "algorithm")
             registry.algorithms[name] = AlgorithmSpec(
-                name, _builder(build_agent), _builder(build_learner), StrategyFamily(family), config, plugin, default_env,
+                name, _builder(build_agent), _builder(build_learner), family, config, plugin, default_env,
                 tuple(action_spaces), multi_agent, dict(run_defaults or {}))
             registry.plugins[plugin].algorithms.append(name)
         return register
@@ -253,8 +346,58 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             registry.plugins[plugin].environments.append(name)
         return register
 
+    def strategy_registrar(plugin: str):
+        def register(name: str, *, strategy, config=None, description: str = "") -> None:
+            config = AlgorithmConfig if config is None else config
+            if not (isinstance(config, type) and issubclass(config, AlgorithmConfig)):
+                raise PluginError(f"strategy {name!r}: config must subclass rlf.AlgorithmConfig (algorithms of "
+                                  "this family extend it), or be None")
+            if not name or name in STRATEGY_ALIASES:
+                raise PluginError(f"strategy name {name!r} is reserved or empty; choose another name")
+            if not (isinstance(strategy, str) or callable(strategy)):
+                raise PluginError(f"strategy {name!r}: strategy must be a TrainStrategy class or "
+                                  "'package.module:Class'")
+            _claim(registry.strategies, name, plugin, "strategy")
+            registry.strategies[name] = StrategySpec(name, _builder(strategy), config, plugin, description)
+            registry.plugins[plugin].strategies.append(name)
+        return register
+
+    def collector_registrar(plugin: str):
+        def register(name: str, *, build_collector, config=None, description: str = "") -> None:
+            config = CollectorConfig if config is None else config
+            if not (isinstance(config, type) and issubclass(config, BaseModel)):
+                raise PluginError(f"collector {name!r}: config must be a pydantic model class (e.g. a "
+                                  "subclass of rlf.CollectorConfig), or None for no settings")
+            if not name or name == AUTO_COLLECTOR:
+                raise PluginError(f"collector name {name!r} is reserved or empty; choose another name")
+            _claim(registry.collectors, name, plugin, "collector")
+            registry.collectors[name] = CollectorSpec(name, _builder(build_collector), config, plugin, description)
+            registry.plugins[plugin].collectors.append(name)
+        return register
+
+    def callback_registrar(kind: str, table: dict[str, CallbackSpec]):
+        def for_plugin(plugin: str):
+            def register(name: str, *, config=None, description: str = "", **builder) -> None:
+                key = f"build_{kind}"
+                if set(builder) != {key}:
+                    raise PluginError(f"{kind} {name!r}: register it with {key}=<callable or 'module:function'>")
+                config = EmptyConfig if config is None else config
+                if not (isinstance(config, type) and issubclass(config, BaseModel)):
+                    raise PluginError(f"{kind} {name!r}: config must be a pydantic model class, or None")
+                if not name:
+                    raise PluginError(f"a {kind} needs a name")
+                _claim(table, name, plugin, kind)
+                table[name] = CallbackSpec(name, _builder(builder[key]), config, plugin, description)
+                getattr(registry.plugins[plugin], f"{kind}s").append(name)
+            return register
+        return for_plugin
+
     for hook, registrar in (("rlf_register_algorithms", algorithm_registrar),
-                            ("rlf_register_environments", environment_registrar)):
+                            ("rlf_register_environments", environment_registrar),
+                            ("rlf_register_strategies", strategy_registrar),
+                            ("rlf_register_collectors", collector_registrar),
+                            ("rlf_register_loggers", callback_registrar("logger", registry.loggers)),
+                            ("rlf_register_callbacks", callback_registrar("callback", registry.callbacks))):
         for impl in getattr(manager.hook, hook).get_hookimpls():
             try:
                 impl.function(register=registrar(impl.plugin_name))
@@ -263,6 +406,10 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 info.error = info.error or f"{hook}: {type(exc).__name__}: {exc}".splitlines()[0]
                 if strict:
                     raise PluginError(f"plugin {impl.plugin_name!r} failed to register: {info.error}") from None
+
+
+class EmptyConfig(StrictModel):
+    """No settings."""
 
 
 def _claim(table: dict, name: str, plugin: str, kind: str) -> None:

@@ -1,19 +1,9 @@
-"""Where metrics go: CSV files, TensorBoard event files, and the console progress bar.
-
-Every episode gets a CSV row; TensorBoard gets the episode means at each log interval (writing an
-event per CartPole episode would cost more than the episodes).
-
-The TensorBoard writer speaks the event-file format directly (TFRecord framing around a few
-protobuf fields), so logging needs neither torch nor tensorflow nor protobuf.
-"""
+"""The CSV file and the console progress bar the core's loggers (``rlf.loggers``) write with."""
 
 from __future__ import annotations
 
 import csv
-import math
 import os
-import socket
-import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -78,92 +68,6 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return repr(value) if not value.is_integer() or abs(value) >= 1e15 else str(int(value))
     return str(value)
-
-
-# -- TensorBoard --------------------------------------------------------------------------------
-
-_CRC_TABLE = []
-for _byte in range(256):
-    _crc = _byte
-    for _ in range(8):
-        _crc = (_crc >> 1) ^ 0x82F63B78 if _crc & 1 else _crc >> 1
-    _CRC_TABLE.append(_crc)
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _masked_crc(data: bytes) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while True:
-        bits = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(bits | 0x80)
-        else:
-            out.append(bits)
-            return bytes(out)
-
-
-def _field(number: int, wire: int, payload: bytes) -> bytes:
-    key = _varint((number << 3) | wire)
-    if wire == 2:
-        return key + _varint(len(payload)) + payload
-    return key + payload
-
-
-def _event(wall_time: float, step: int | None = None, summary: bytes | None = None,
-           file_version: str | None = None) -> bytes:
-    out = _field(1, 1, struct.pack("<d", wall_time))
-    if step is not None:
-        out += _field(2, 0, _varint(step))
-    if file_version is not None:
-        out += _field(3, 2, file_version.encode())
-    if summary is not None:
-        out += _field(5, 2, summary)
-    return out
-
-
-class TensorBoardWriter:
-    """Scalars to ``events.out.tfevents.*`` in ``directory``, readable by TensorBoard."""
-
-    def __init__(self, directory: Path):
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
-        self.path = directory / name
-        self._handle = self.path.open("ab")
-        self._record(_event(time.time(), file_version="brain.Event:2"))
-
-    def _record(self, data: bytes) -> None:
-        header = struct.pack("<Q", len(data))
-        self._handle.write(header + struct.pack("<I", _masked_crc(header)) + data
-                           + struct.pack("<I", _masked_crc(data)))
-
-    def scalars(self, step: int, values: dict[str, float], prefix: str = "") -> None:
-        summary = b""
-        for tag, value in values.items():
-            if not isinstance(value, int | float) or not math.isfinite(value):
-                continue
-            item = _field(1, 2, f"{prefix}{tag}".encode()) + _field(2, 5, struct.pack("<f", float(value)))
-            summary += _field(1, 2, item)
-        if summary:
-            self._record(_event(time.time(), step=int(step), summary=summary))
-            self._handle.flush()
-
-    def close(self) -> None:
-        if not self._handle.closed:
-            self._handle.close()
 
 
 # -- console ------------------------------------------------------------------------------------

@@ -126,7 +126,7 @@ def test_unknown_names_list_what_is_installed_and_which_plugin_would_provide_it(
 
 def test_plugin_listing_and_config_commands(site):
     listing = run_rlf("list", site=site, check=True).stdout
-    assert "linear-pg" in listing and "on_policy" in listing and "gym:<id>" in listing and "line" in listing
+    assert "linear-pg" in listing and "linear-pg      on-policy" in listing and "gym:<id>" in listing and "line" in listing
     config = run_rlf("config", "tabular-q", "--env", "line", site=site, check=True).stdout
     assert "[algo]" in config and "alpha = 0.5" in config and "Learning rate." in config
     assert "exploration.decay = 0.995" in config and "[env]" in config and "length = 5" in config

@@ -10,9 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..envs import StepBatch, VectorEnv, make_vector_env
+from ..envs import Collector, StepBatch, VectorEnv, build_async_collector, build_sync_collector
 from ..interfaces import Agent, BuildContext, Learner, StateTree
-from ..plugins import StrategyFamily
 
 
 @dataclass
@@ -24,7 +23,11 @@ class StepResult:
 
 
 class TrainStrategy(ABC):
-    family: StrategyFamily
+    """Registered through ``rlf_register_strategies`` and built as
+    ``cls(algorithm, env_name, env_factory, context, collector)`` (``BaseStrategy`` does the common part)."""
+
+    family: str
+    """The name it is registered under (the core's own still say ``StrategyFamily.ON_POLICY`` etc.)."""
 
     @abstractmethod
     def setup(self) -> None: ...
@@ -103,12 +106,15 @@ class BaseStrategy(TrainStrategy):
     """Shared plumbing: build envs, agent and learner from the registered builders."""
 
     def __init__(self, algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                 subprocess: bool):
+                 collector: Collector | bool = False):
+        if isinstance(collector, bool):  # the signature before collectors were plugins: subprocess or not
+            collector = (Collector("async", build_async_collector) if collector
+                         else Collector("sync", build_sync_collector))
         self.algorithm = algorithm
         self.env_name = env_name
         self.env_factory = env_factory
         self.context = context
-        self.subprocess = subprocess
+        self.collector = collector
         self.envs: VectorEnv | None = None
         self.agent: Agent | None = None
         self.learner: Learner | None = None
@@ -119,7 +125,7 @@ class BaseStrategy(TrainStrategy):
 
     def setup(self) -> None:
         run = self.context.run
-        self.envs = make_vector_env(self.env_name, self.env_factory, run.num_envs, self.subprocess)
+        self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
         self.context.env_spec = self.envs.spec
         self.agent = self.algorithm.build_agent(self.context)
         self.learner = self.algorithm.build_learner(self.context, self.agent)
@@ -160,9 +166,10 @@ class BaseStrategy(TrainStrategy):
 
 
 def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                   subprocess: bool) -> TrainStrategy:
-    from .off_policy import OffPolicyStrategy
-    from .on_policy import OnPolicyStrategy
+                   collector: Collector | bool, strategy: Any = None) -> TrainStrategy:
+    """The strategy ``algorithm.family`` names, from ``strategy`` (a ``StrategySpec``) or the registry."""
+    if strategy is None:
+        from ..plugins import registry
 
-    cls = OnPolicyStrategy if algorithm.family == StrategyFamily.ON_POLICY else OffPolicyStrategy
-    return cls(algorithm, env_name, env_factory, context, subprocess)
+        strategy = registry().strategy(algorithm.family, algorithm)
+    return strategy.strategy(algorithm, env_name, env_factory, context, collector)

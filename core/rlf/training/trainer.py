@@ -1,19 +1,20 @@
 """The Trainer: THE training loop, for every algorithm. It owns the env-step budget, checkpoints and
-stats; the strategy owns how experience is collected and learned from."""
+the metric rows; the strategy owns how experience is collected and learned from, and callbacks
+(loggers among them: ``rlf.callbacks``) own where metrics go and may ask it to stop."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..callbacks import Callback
 from ..config import RunConfig
-from ..stats import CsvLog, Progress, TensorBoardWriter
 from .strategy import TrainStrategy, average_metrics
 
 
@@ -36,29 +37,46 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 class Trainer:
     def __init__(self, strategy: TrainStrategy, run: RunConfig, run_dir: Path,
-                 save_checkpoint: Callable[[dict[str, Any]], None], counters: dict[str, int] | None = None):
+                 save_checkpoint: Callable[..., Path | None], counters: dict[str, int] | None = None,
+                 callbacks: Sequence[Callback] = ()):
         self.strategy = strategy
         self.run = run
         self.run_dir = Path(run_dir)
         self.save_checkpoint = save_checkpoint
+        """``save_checkpoint(state)`` writes the run's checkpoint; ``save_checkpoint(state, name)`` another
+        file in the run directory (``best.rlf``). Returns the path written."""
         counters = dict(counters or {})
         # "iterations" counts strategy steps (a rollout and its update, or a chunk of off-policy env
         # steps), not learner updates; runs written before the rename call it "updates".
         if "updates" in counters:
             counters.setdefault("iterations", counters.pop("updates"))
         self.counters = {"env_steps": 0, "iterations": 0, "episodes": 0, **counters}
+        self.callbacks = list(callbacks)
+        self.recent: deque[dict[str, float]] = deque(maxlen=100)
+        """The last 100 finished episodes (for running means)."""
+        self.latest: dict[str, float] = {}
+        """The metrics of the latest strategy step."""
+        self.stop_reason: str | None = None
 
-    def checkpoint(self) -> None:
-        self.save_checkpoint({"counters": dict(self.counters), "rng": rng_state(),
-                              "strategy": self.strategy.state_dict()})
+    def emit(self, event: str, *args: Any) -> None:
+        """Call ``event`` (``"on_eval"``...) on every callback; a callback's error stops training."""
+        for callback in self.callbacks:
+            getattr(callback, event)(self, *args)
+
+    def request_stop(self, reason: str) -> None:
+        """Stop after the current step (the final metrics row and checkpoint are still written)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    def checkpoint(self, name: str | None = None) -> Path | None:
+        state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict()}
+        path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
+        if path is not None:
+            self.emit("on_checkpoint", Path(path))
+        return path
 
     def train(self) -> dict[str, float]:
         run, counters = self.run, self.counters
-        metrics_log = CsvLog(self.run_dir / "metrics.csv")
-        episodes_log = CsvLog(self.run_dir / "episodes.csv")
-        board = TensorBoardWriter(self.run_dir / "tensorboard")
-        progress = Progress(run.steps, counters["env_steps"], run.progress, f"{run.algorithm} on {run.env}")
-        recent: deque[dict[str, float]] = deque(maxlen=100)
         pending: list[dict[str, float]] = []
         next_log = counters["env_steps"] + run.log_interval
         next_checkpoint = counters["env_steps"] + run.checkpoint_interval if run.checkpoint_interval else None
@@ -68,27 +86,28 @@ class Trainer:
         try:
             self.strategy.setup()
             ready = True
-            while counters["env_steps"] < run.steps:
+            self.emit("on_start")
+            while counters["env_steps"] < run.steps and self.stop_reason is None:
                 result = self.strategy.step(run.steps - counters["env_steps"])
                 counters["env_steps"] += result.env_steps
                 counters["iterations"] += 1
                 window_steps += result.env_steps
                 if result.metrics:
                     pending.append(result.metrics)
+                    self.latest = result.metrics
                 if result.episodes:
                     counters["episodes"] += len(result.episodes)
-                    recent.extend(result.episodes)
-                    episodes_log.write_many([{"env_step": counters["env_steps"], **row} for row in result.episodes])
-                progress.update(result.env_steps,
-                                lambda: {**(pending[-1] if pending else {}), **_episode_means(recent)})
-                if counters["env_steps"] >= next_log or counters["env_steps"] >= run.steps:
+                    self.recent.extend(result.episodes)
+                    self.emit("on_episode_end", [{"env_step": counters["env_steps"], **row} for row in result.episodes])
+                self.emit("on_step", result)
+                if (counters["env_steps"] >= next_log or counters["env_steps"] >= run.steps
+                        or self.stop_reason is not None):
                     elapsed = time.perf_counter() - window_start
-                    summary = {**average_metrics(pending), **_episode_means(recent),
+                    summary = {**average_metrics(pending), **episode_means(self.recent),
                                "env_step": counters["env_steps"], "iterations": counters["iterations"],
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
-                    metrics_log.write(summary)
-                    board.scalars(counters["env_steps"], summary)
+                    self.emit("on_log", summary)
                     pending.clear()
                     window_start, window_steps = time.perf_counter(), 0
                     next_log = counters["env_steps"] + run.log_interval
@@ -96,6 +115,7 @@ class Trainer:
                     self.checkpoint()
                     next_checkpoint = counters["env_steps"] + run.checkpoint_interval
             self.checkpoint()
+            self.emit("on_end", summary)
         except KeyboardInterrupt:
             if not ready:
                 raise
@@ -103,15 +123,13 @@ class Trainer:
             raise Interrupted(f"interrupted at env step {counters['env_steps']}; checkpoint saved, "
                               f"continue with: rlf train --resume {self.run_dir}") from None
         finally:
-            progress.close()
-            metrics_log.close()
-            episodes_log.close()
-            board.close()
+            for callback in self.callbacks:
+                callback.close()
             self.strategy.teardown()
         return summary
 
 
-def _episode_means(rows) -> dict[str, float]:
+def episode_means(rows) -> dict[str, float]:
     if not rows:
         return {}
     means = average_metrics(list(rows))

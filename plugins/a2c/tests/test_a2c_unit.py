@@ -195,7 +195,7 @@ def test_defaults_are_ppage_s():
 
 
 @pytest.mark.parametrize(("override", "needle"), [
-    ("algo.async_workers=2", "use the a3c algorithm"),
+    ("algo.async_workers=2", "unknown key 'algo.async_workers'"),  # A3C's strategy setting, not A2C's
     ("algo.lr=0.1", "unknown key 'algo.lr'"),
     ("algo.hidden_sizes=[64, 0]", "hidden width"),
     ("algo.actor_lr=0", "algo.actor_lr"),

@@ -278,4 +278,4 @@ def test_registration_is_light_and_complete():
             "print(spec.family, spec.action_spaces, spec.multi_agent, spec.config.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["on_policy", "('discrete',)", "True", "A3CConfig"]
+    assert out.stdout.split() == ["async-workers", "('discrete',)", "True", "A3CConfig"]

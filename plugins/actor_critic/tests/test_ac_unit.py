@@ -183,7 +183,7 @@ def test_defaults_are_ppage_s():
 
 
 @pytest.mark.parametrize(("override", "needle"), [
-    ("algo.async_workers=2", "use the a3c algorithm"),
+    ("algo.async_workers=2", "unknown key 'algo.async_workers'"),  # A3C's strategy setting
     ("algo.hidden_sizes=[64, 0]", "hidden width"),
     ("algo.lr=0", "algo.lr"),
     ("algo.entropy=0.1", "did you mean algo.entropy_coef"),

@@ -143,7 +143,7 @@ def test_learner_state_round_trip_restores_optimizer_counters_and_rng():
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("algo.async_workers=2", "PPO updates synchronously"),
+    ("algo.async_workers=2", "unknown key 'algo.async_workers'"),  # A3C's strategy setting
     ("algo.lr=-1", "algo.lr"),
     ("algo.hidden_sizes=[0]", "hidden width"),
     ("algo.network='transformer'", "algo.network"),

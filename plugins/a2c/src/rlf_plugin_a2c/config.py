@@ -4,15 +4,13 @@ advantages with them, and with ``gae_lambda = 1`` those are exactly A2C's n-step
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from rlf_plugin_actor_critic.config import ActorCriticFamilyConfig
 
 
 class A2CConfig(ActorCriticFamilyConfig):
     """Synchronous n-step advantage actor-critic (PPAGE's A2C), one actor and critic per agent."""
 
-    async_workers: int = Field(
-        0, ge=0, le=64, description="Stays 0: a2c learns synchronously (the a3c algorithm runs async workers).")
     rollout_steps: int = Field(
         5, ge=1, le=100_000, description="n: env steps per env in each update and in each n-step return.")
     gae_lambda: float = Field(
@@ -26,11 +24,3 @@ class A2CConfig(ActorCriticFamilyConfig):
     normalize_returns: bool = Field(
         False,
         description="Critic learns returns standardised by running float64 statistics; advantages scaled alike.")
-
-    @field_validator("async_workers")
-    @classmethod
-    def _synchronous(cls, value: int) -> int:
-        if value:
-            raise ValueError("a2c learns synchronously (run.num_envs collects in parallel); for asynchronous "
-                             "workers on a shared model use the a3c algorithm and leave algo.async_workers at 0")
-        return value

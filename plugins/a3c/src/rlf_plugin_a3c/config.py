@@ -1,14 +1,26 @@
-"""A3C's configuration. ``async_workers``, ``rollout_steps`` (the n of the n-step return), ``gamma``
-and ``gae_lambda`` come from ``rlf.OnPolicyConfig``: the core's on-policy strategy forks the workers,
-and each collects its rollouts and computes the n-step advantages with them."""
+"""A3C's configuration. ``async_workers`` belongs to this plugin's ``async-workers`` strategy (which
+forks the workers); ``rollout_steps`` (the n of the n-step return), ``gamma`` and ``gae_lambda`` come
+from ``rlf.OnPolicyConfig``: each worker collects its rollouts and computes the n-step advantages
+with them."""
 
 from __future__ import annotations
 
 from pydantic import Field
 from rlf_plugin_actor_critic.config import ActorCriticFamilyConfig
 
+import rlf
 
-class A3CConfig(ActorCriticFamilyConfig):
+
+class AsyncWorkersConfig(rlf.OnPolicyConfig):
+    """What the ``async-workers`` strategy reads: the on-policy settings plus the worker count."""
+
+    async_workers: int = Field(
+        0, ge=0, le=64,
+        description="Asynchronous worker processes that collect and learn on a shared model (0 = synchronous).",
+    )
+
+
+class A3CConfig(ActorCriticFamilyConfig, AsyncWorkersConfig):
     """Asynchronous n-step advantage actor-critic (PPAGE's A3C): workers update one shared model."""
 
     async_workers: int = Field(

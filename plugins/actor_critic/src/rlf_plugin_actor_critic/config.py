@@ -35,8 +35,6 @@ class ActorCriticFamilyConfig(OnPolicyConfig):
 class ActorCriticConfig(ActorCriticFamilyConfig):
     """One-step temporal-difference actor-critic (PPAGE's ActorCritic), one actor and critic per agent."""
 
-    async_workers: int = Field(
-        0, ge=0, le=64, description="Stays 0: actor-critic learns synchronously (the a3c algorithm runs async workers).")
     rollout_steps: int = Field(
         1, ge=1, le=100_000,
         description="Env steps per env between updates (1 = learn after every step, the online algorithm).")
@@ -46,11 +44,3 @@ class ActorCriticConfig(ActorCriticFamilyConfig):
     lr: float = Field(1e-3, gt=0.0, le=1.0, description="AdamW learning rate of the actor and the critic.")
     actor_weight_decay: float = Field(
         1e-3, ge=0.0, le=1.0, description="Decoupled (AdamW) weight decay on the actor's parameters only.")
-
-    @field_validator("async_workers")
-    @classmethod
-    def _synchronous(cls, value: int) -> int:
-        if value:
-            raise ValueError("actor-critic learns synchronously; for asynchronous workers on a shared model "
-                             "use the a3c algorithm (rlf-plugin-a3c) and leave algo.async_workers at 0")
-        return value

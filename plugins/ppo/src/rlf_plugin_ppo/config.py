@@ -13,8 +13,6 @@ from rlf import OnPolicyConfig
 class PPOConfig(OnPolicyConfig):
     """Proximal Policy Optimization with a clipped surrogate objective and a learned value baseline."""
 
-    async_workers: int = Field(
-        0, ge=0, le=64, description="Must stay 0: PPO updates synchronously (collect in parallel with run.num_envs).")
     lr: float = Field(2.5e-4, gt=0.0, le=1.0, description="Adam learning rate at the start of the run.")
     anneal_lr: bool = Field(
         True, description="Decay the learning rate linearly to 0 over the run's total env steps (run.steps).")
@@ -50,12 +48,4 @@ class PPOConfig(OnPolicyConfig):
     def _widths(cls, value: list[int]) -> list[int]:
         if any(width < 1 or width > 65_536 for width in value):
             raise ValueError("every hidden width must be between 1 and 65536")
-        return value
-
-    @field_validator("async_workers")
-    @classmethod
-    def _synchronous(cls, value: int) -> int:
-        if value:
-            raise ValueError("PPO updates synchronously; use run.num_envs (and run.vector) to collect in "
-                             "parallel and leave algo.async_workers at 0")
         return value
