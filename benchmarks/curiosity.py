@@ -171,9 +171,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the update-only timing")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 keeps timings comparable)")
     args = parser.parse_args()
-    import torch
+    from rlf.nn import set_threads
 
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     registry = load_registry(extra_plugins=[("curiosity-benchmark", sys.modules[__name__])])
     corridor_seconds = corridor(registry, args) if args.steps else None
     mario_seconds = mario(registry, args) if args.mario_steps else None

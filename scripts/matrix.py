@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXED_ENVS = ("core", "integration", "packaging", "lint", "docker")
+FIXED_ENVS = ("core", "integration", "reliability", "packaging", "lint", "docker")
 NUMPY_FACTORS = {"np1": "numpy<2", "np2": "numpy>=2"}
 
 

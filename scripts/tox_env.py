@@ -25,7 +25,10 @@ import matrix  # noqa: E402
 from matrix import FIXED_ENVS, ROOT, split_env  # noqa: E402
 
 CONSTRAINTS = ROOT / "constraints.txt"
-PYTEST_PATHS = {"core": ["tests/core"], "integration": ["tests/integration"],
+RELIABILITY_PLUGINS = ("random", "ppo", "dqn", "iql", "predator_prey")
+"""What tests/reliability trains: the issue's reports used these (ppo on CartPole with subprocess envs,
+dqn and iql on predator-prey); the rest of the matrix is integration's business."""
+PYTEST_PATHS = {"core": ["tests/core"], "integration": ["tests/integration"], "reliability": ["tests/reliability"],
                 "packaging": ["tests/packaging", "--ignore=tests/packaging/test_docker.py"]}
 
 
@@ -54,6 +57,8 @@ def env_requirements(env: str, path: Path) -> tuple[list[str], str]:
         return ["rlf[test]", "pytest"], "rlf"
     if env == "integration":
         return ["rlf[test]", "pytest", *matrix.requirements()], ""
+    if env == "reliability":
+        return ["rlf[test]", "pytest", *(matrix.requirement(p) for p in RELIABILITY_PLUGINS)], ""
     if env == "packaging":
         return ["pytest"], ""
     plugin, numpy = split_env(env)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 from pydantic import BaseModel
 
 from . import checkpoint as ckpt
@@ -33,8 +34,9 @@ from .config import (
 from .envs import Collector, EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
 from .errors import CheckpointError, ConfigError, IncompatibleError
 from .interfaces import BuildContext
-from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec
+from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec, check_builders
 from .plugins import registry as default_registry
+from .torch_utils import check_device
 from .training.strategy import EpisodeTracker, average_metrics, build_strategy
 from .training.trainer import Trainer, set_rng_state
 
@@ -72,6 +74,8 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
             registry: Registry | None = None) -> Resolved:
     """Defaults < the algorithm's run defaults < ``config`` dict < TOML file < ``--set`` overrides."""
     registry = registry or default_registry()
+    if not isinstance(algorithm, str) or not algorithm:
+        raise ConfigError(f"algorithm must be a name (see `rlf list`), not {algorithm!r}")
     spec = registry.algorithm(algorithm)
     strategy = registry.strategy(spec.family, spec)
     layered: dict[str, Any] = {section: {} for section in SECTIONS}
@@ -81,6 +85,10 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
         if unknown:
             raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}")
         layered = merge(layered, layer)
+    _check_chosen_names(algorithm, layered["run"])
+    if env and layered["run"].get("env") not in (None, env):
+        raise ConfigError(f"--env {env} conflicts with run.env={layered['run']['env']!r} from the config; "
+                          "keep one of them")
     env_name = env or layered["run"].get("env") or spec.default_env
     if not env_name:
         raise ConfigError(f"algorithm {algorithm!r} has no default environment; pass --env ENV (see `rlf list`)")
@@ -112,7 +120,49 @@ def _named_settings(kind: str, names: list[str], lookup, settings: Mapping[str, 
     return resolved
 
 
+def _check_run_dir_path(path: Path) -> None:
+    """A run directory path that cannot become a directory, found before anything is written."""
+    import errno
+    import os
+
+    try:
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"run directory {path} is a file; choose another --run-dir")
+        os.stat(path)  # may be absent; what matters is whether it could be looked up
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        fix = {errno.ENAMETOOLONG: "a name in it is too long: choose a shorter --run-dir",
+               errno.ENOTDIR: "a file is in the way: choose another --run-dir"}.get(exc.errno)
+        if fix is None:
+            raise
+        raise ConfigError(f"run directory {path}: {exc.strerror}; {fix}") from None
+
+
+def _check_chosen_names(algorithm: str, run: Mapping[str, Any]) -> None:
+    """run.algorithm is chosen on the command line; a different one in a file or --set would be ignored."""
+    chosen = run.get("algorithm", algorithm)
+    if chosen != algorithm:
+        raise ConfigError(f"run.algorithm={chosen!r} conflicts with the algorithm being trained ({algorithm!r}); "
+                          "the algorithm is chosen on the command line (rlf train ALGO): drop run.algorithm")
+    env = run.get("env")
+    if env is not None and (not isinstance(env, str) or not env.strip()):
+        raise ConfigError(f"run.env must be an environment name such as \"gym:CartPole-v1\" (see `rlf list`), "
+                          f"not {env!r}; pass it with --env")
+
+
+_ARRAY_SPACES = (gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spaces.MultiBinary,
+                 gymnasium.spaces.MultiDiscrete)
+"""Observation spaces the core batches as (N, ...) arrays."""
+
+
 def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
+    for agent, space in env_spec.observation_spaces.items():
+        if not isinstance(space, _ARRAY_SPACES):
+            raise IncompatibleError(
+                f"{env_spec.name} gives agent {agent!r} {type(space).__name__} observations ({space}); rlf batches "
+                "observations as arrays (Box, Discrete, MultiBinary, MultiDiscrete): wrap the env to flatten them "
+                "(gymnasium.wrappers.FlattenObservation) in an environment plugin, or choose another environment")
     for agent, kind in action_kinds(env_spec).items():
         if kind not in spec.action_spaces:
             space = env_spec.action_spaces[agent]
@@ -162,6 +212,17 @@ class Algorithm:
         return Collector(spec.name, spec.build_collector, self.resolved.collector)
 
     # -- training -------------------------------------------------------------------------------
+    def check(self):
+        """Everything that can be checked before the run directory exists: the environment builds and
+        suits the algorithm, the plugin's builders import, the device exists. A failure then leaves
+        nothing half-made behind. Returns the environment's spec."""
+        env_spec = self._probe_spec()
+        check_compatible(self.resolved.algorithm, env_spec)
+        check_builders(self.resolved.algorithm.build_agent, self.resolved.algorithm.build_learner)
+        check_device(self.resolved.run.device)
+        _check_run_dir_path(self.run_dir)
+        return env_spec
+
     def train(self, steps: int | None = None, progress: bool | None = None,
               callbacks: Sequence[Callback] = ()) -> dict[str, float]:
         """Train until ``steps`` total env steps (default: the run config's), writing the run directory.
@@ -172,8 +233,7 @@ class Algorithm:
             run.steps = steps
         if progress is not None:
             run.progress = progress
-        env_spec = self._probe_spec()
-        check_compatible(self.resolved.algorithm, env_spec)
+        env_spec = self.check()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_run_file()
         context = self._context(env_spec)
@@ -357,6 +417,7 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     except (KeyError, TypeError):
         raise CheckpointError(f"checkpoint {path} is incomplete or foreign; it was not written by rlf") from None
     config = {section: dict(values) for section, values in config.items()}
+    _refuse_changed_names(config["run"], parse_overrides(overrides))
     changed = parse_overrides(overrides)["run"]
     vector = changed.get("vector")
     if vector is not None and vector != config["run"].get("vector"):
@@ -373,6 +434,15 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     algo._agent_state = state["strategy"]["agent"]
     algo._pending = state
     return algo
+
+
+def _refuse_changed_names(stored: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]]) -> None:
+    """A resumed run keeps its algorithm and environment: a --set that changed them would be ignored
+    or would feed one environment's learning state to another."""
+    for key in ("algorithm", "env"):
+        if key in overrides["run"] and overrides["run"][key] != stored.get(key):
+            raise ConfigError(f"--set {key}={overrides['run'][key]!r} on resume: a resumed run keeps its {key} "
+                              f"({stored.get(key)!r}); start a new run to train another")
 
 
 __all__ = ["Algorithm", "Resolved", "load", "make", "resolve", "check_compatible", "is_multi_agent"]

@@ -13,8 +13,15 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors as the one line every other user error is."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USER_ERROR, f"rlf: error: {self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlf", description="Train reinforcement-learning agents from plugins.")
+    parser = _Parser(prog="rlf", description="Train reinforcement-learning agents from plugins.")
     parser.add_argument("--strict", action="store_true",
                         help="fail if any plugin fails to load (also RLF_STRICT_PLUGINS=1)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -44,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="installed algorithms, environments, strategies, collectors, loggers, callbacks")
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
+    plugins.add_argument("--check", action="store_true",
+                         help="also import every registered builder and report the broken ones (exit 2)")
 
     config = sub.add_parser("config", help="an algorithm's and/or environment's settings, resolved and documented",
                             description="Print every setting with its resolved value, type (the allowed values "
@@ -72,20 +81,60 @@ def main(argv: list[str] | None = None) -> int:
             args.command](args)
     except RlfError as exc:
         print(f"rlf: error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return getattr(exc, "exit_code", EXIT_USER_ERROR)
     except KeyboardInterrupt:
         print("rlf: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `rlf list | head`
-        sys.stderr.close()
+    except BrokenPipeError:
+        if not _stdout_closed():  # a pipe of our own (an env worker's, say) broke: that is a failure
+            raise
+        sys.stderr.close()  # `rlf list | head`: the reader has what it wanted
         return 0
+    except OSError as exc:
+        line = _os_error_line(exc)
+        if line is None:
+            raise
+        print(f"rlf: error: {line}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (the only BrokenPipeError that is not a bug)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLERR)
+        return bool(poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _os_error_line(exc: OSError) -> str | None:
+    """Filesystem problems a user fixes (full disk, permissions, a path in the way), as one line."""
+    import errno
+
+    fixes = {errno.ENOSPC: "free some space or choose another --run-dir",
+             errno.EDQUOT: "free some space or choose another --run-dir",
+             errno.EROFS: "choose a writable --run-dir",
+             errno.EACCES: "fix the permissions or choose another path",
+             errno.EPERM: "fix the permissions or choose another path",
+             errno.ENAMETOOLONG: "choose a shorter path",
+             errno.ENOTDIR: "a file is in the way of a directory there: move it or choose another path",
+             errno.EEXIST: "a file is in the way of a directory there: move it or choose another path",
+             errno.EISDIR: "a directory is where a file is expected: pass a file"}
+    if exc.errno not in fixes:
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}; {fixes[exc.errno]}"
 
 
 def _train(args) -> int:
     from . import api
-    from .errors import ConfigError
+    from .errors import ConfigError, EnvWorkerError
     from .training.trainer import Interrupted
 
+    _refuse_twice_set(args)
     overrides = list(args.overrides)
     if args.steps is not None:
         overrides.append(f"run.steps={args.steps}")
@@ -98,6 +147,7 @@ def _train(args) -> int:
             raise ConfigError("--resume continues a run as it was configured; drop ALGORITHM, --env, --config "
                               "and --run-dir (only --steps and --set may change)")
         algo = api.load(args.resume, overrides=overrides)
+        algo.check()
         print(f"resuming {algo.run_dir} at env step {algo.counters.get('env_steps', 0)}", file=sys.stderr)
     else:
         if not args.algorithm:
@@ -105,6 +155,7 @@ def _train(args) -> int:
         if args.run_dir:
             overrides.append(f"run.run_dir={json.dumps(str(args.run_dir))}")
         algo = api.make(args.algorithm, args.env, config_file=args.config, overrides=overrides)
+        algo.check()
         print(f"training {algo.resolved.run.algorithm} on {algo.resolved.run.env}; run directory {algo.run_dir}",
               file=sys.stderr)
     try:
@@ -112,12 +163,31 @@ def _train(args) -> int:
     except Interrupted as exc:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except EnvWorkerError as exc:
+        saved = (algo.run_dir / "checkpoint.rlf").is_file()
+        note = (f"the last checkpoint is intact: continue with rlf train --resume {algo.run_dir}" if saved
+                else "no checkpoint had been written yet")
+        raise EnvWorkerError(f"{exc}; {note}") from None
     if algo.stop_reason:
         print(f"stopped early: {algo.stop_reason}", file=sys.stderr)
     shown = {k: round(v, 4) for k, v in summary.items() if k.startswith("mean_") or k == "env_step"}
     print(f"done: {json.dumps(shown)}")
     print(f"run directory: {algo.run_dir}   evaluate with: rlf eval {algo.run_dir}")
     return 0
+
+
+def _refuse_twice_set(args) -> None:
+    """A flag and a --set of the same setting with different values: one of them would be ignored."""
+    from .config import parse_overrides
+    from .errors import ConfigError
+
+    given = parse_overrides(args.overrides)["run"]
+    flags = {"steps": ("--steps", args.steps), "seed": ("--seed", args.seed),
+             "run_dir": ("--run-dir", None if args.run_dir is None else str(args.run_dir)),
+             "progress": ("--no-progress", False if args.no_progress else None)}
+    for key, (flag, value) in flags.items():
+        if value is not None and key in given and given[key] != value:
+            raise ConfigError(f"{flag} and --set {key}={given[key]!r} disagree; give the setting once")
 
 
 def _eval(args) -> int:
@@ -163,6 +233,10 @@ def _list(args) -> int:
 def _plugins(args) -> int:
     from .plugins import registry
 
+    if args.check:
+        from .plugin_check import check_plugins
+
+        return check_plugins(registry(), as_json=args.json)
     reg = registry()
     rows = [info.as_dict() for info in reg.plugins.values()]
     if args.json:

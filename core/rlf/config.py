@@ -12,9 +12,18 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ConfigError
 
@@ -25,6 +34,21 @@ class StrictModel(BaseModel):
     """A config model that rejects unknown keys and re-validates on assignment."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode reads true as 1 for an int field: `steps=true` would train one step
+        if isinstance(value, bool) and info.field_name and _is_number(cls.model_fields[info.field_name].annotation):
+            raise ValueError("must be a number, not true/false")
+        return value
+
+
+def _is_number(annotation: Any) -> bool:
+    if annotation in (int, float):
+        return True
+    args = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    return bool not in args and any(a in (int, float) for a in args)
 
 
 class AlgorithmConfig(StrictModel):
@@ -109,6 +133,12 @@ class RunConfig(StrictModel):
     log_interval: int = Field(2_000, ge=1, description="Env steps between metric rows (CSV, TensorBoard, progress).")
     run_dir: Path | None = Field(None, description="Run directory (default runs/<algorithm>-<env>-<time>).")
     device: str = Field("auto", description="Torch device for plugins that use one: auto, cpu, cuda, cuda:N, mps.")
+    env_timeout: float = Field(
+        60.0, gt=0, le=86_400,
+        description="Seconds a subprocess env worker may take to answer one reset or step before it counts as hung.")
+    env_restarts: int = Field(
+        0, ge=0, le=10_000,
+        description="Dead or hung subprocess env workers to replace (fresh episodes on their envs) before stopping.")
     save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
     progress: bool = Field(True, description="Show a progress bar on the console.")
     loggers: list[str] = Field(
@@ -165,7 +195,7 @@ def type_label(annotation: Any) -> str:
     origin = get_origin(annotation)
     if origin is Literal:
         return "one of " + ", ".join(json.dumps(value) for value in get_args(annotation))
-    if origin is Union or type(annotation).__name__ == "UnionType":
+    if origin in (Union, UnionType):
         return " or ".join(type_label(arg) for arg in get_args(annotation))
     if annotation is type(None):
         return "null"
@@ -191,7 +221,7 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
-        if not sep or not key:
+        if not sep or not key or any(not part.strip() for part in key.split(".")):
             raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set algo.lr=0.001")
         section, dot, rest = key.partition(".")
         if not dot or section not in SECTIONS:
@@ -200,6 +230,8 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
         *parents, leaf = rest.split(".")
         for parent in parents:
             node = node.setdefault(parent, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {pair!r}: {parent} is set to a value above, so it has no keys")
         node[leaf] = parse_value(raw.strip())
     return layered
 
@@ -207,9 +239,15 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
 def load_toml(path: Path) -> dict[str, dict[str, Any]]:
     """A config file with [run], [algo], [env] and [collector] tables; top-level keys belong to [run]."""
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; pass an existing TOML file to --config") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory; pass a TOML file to --config") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8 TOML") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror}); pass a readable TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML ({exc}); fix the syntax and retry") from None
     layered: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}

@@ -12,7 +12,10 @@ under ``info["episode_metrics"]`` on the step that ends the episode.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +24,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from .errors import EnvWorkerError, PluginError
 from .interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec
 
 
@@ -66,6 +70,10 @@ class StepBatch:
     """Env index -> metrics reported by episodes that ended at this step."""
     final_frames: dict[int, Any] | None = None
     """Env index -> the rendered last frame of an episode that ended (only when recording)."""
+    dropped: tuple[int, ...] = ()
+    """Env indices whose episode was cut short by a restarted env worker: they are in ``ended_envs``
+    (so agents reset their state and no return is bootstrapped across), not ``alive`` (so learners
+    skip the step), and the episode is left out of the stats."""
 
     @staticmethod
     def concat(parts: list[StepBatch]) -> StepBatch:
@@ -87,7 +95,8 @@ class StepBatch:
                          np.concatenate([part.episode_ended for part in parts]),
                          [offset + i for offset, part in zip(offsets, parts, strict=True) for i in part.ended_envs],
                          np.concatenate([part.reward_matrix for part in parts], axis=1),
-                         shifted("episode_metrics"), frames or None)
+                         shifted("episode_metrics"), frames or None,
+                         tuple(offset + i for offset, part in zip(offsets, parts, strict=True) for i in part.dropped))
 
 
 class VectorEnv:
@@ -100,10 +109,20 @@ class VectorEnv:
 
     spec: EnvSpec
     num_envs: int
+    acting: str = "the agent"
+    """Who chooses the actions (set by the strategy to name the algorithm and its plugin in errors)."""
+    _actions_checked = False
 
     @property
     def parts(self) -> list[slice]:
         return [slice(0, self.num_envs)]
+
+    def _check_actions(self, actions: AgentArrays, rows: int) -> None:
+        """Check the first actions only: a plugin's agent is consistent or wrong from the start, and
+        a check on every step would cost the fast envs a good part of their speed."""
+        if not self._actions_checked:
+            check_actions(self.spec, actions, rows, self.acting)
+            self._actions_checked = True
 
     def reset(self, seed: int | None = None) -> AgentArrays:
         raise NotImplementedError
@@ -131,6 +150,46 @@ def _space_kind(space: gymnasium.Space) -> str:
 
 def action_kinds(spec: EnvSpec) -> dict[str, str]:
     return {agent: _space_kind(space) for agent, space in spec.action_spaces.items()}
+
+
+def _expected(space: gymnasium.Space, rows: int) -> str:
+    shape = (rows, *space.shape)
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return f"integers of shape {shape} in [{space.start}, {space.start + space.n})"
+    if isinstance(space, gymnasium.spaces.MultiDiscrete | gymnasium.spaces.MultiBinary):
+        return f"integers of shape {shape} within {space}"
+    return f"{np.dtype(space.dtype).name} values of shape {shape} within {space}"
+
+
+def check_actions(spec: EnvSpec, actions: Any, rows: int, acting: str) -> None:
+    """Actions as the env's action spaces require them: one array of ``rows`` per agent id, the
+    right shape, integers within range for discrete spaces, finite values for continuous ones."""
+    if not isinstance(actions, dict) or set(actions) != set(spec.agent_ids):
+        got = sorted(actions) if isinstance(actions, dict) else type(actions).__name__
+        raise PluginError(f"{acting} returned actions for {got}, but {spec.name} expects a dict with the "
+                          f"agent ids {list(spec.agent_ids)}; fix the plugin's Agent.act")
+    for agent, space in spec.action_spaces.items():
+        value = actions[agent]
+        array = np.asarray(value) if not isinstance(value, np.ndarray) else value
+        discrete = isinstance(space, gymnasium.spaces.Discrete | gymnasium.spaces.MultiDiscrete
+                              | gymnasium.spaces.MultiBinary)
+        problem = None
+        if array.shape != (rows, *space.shape):
+            problem = f"shape {array.shape}"
+        elif discrete and array.dtype.kind not in "iu":
+            problem = f"dtype {array.dtype}"
+        elif array.dtype.kind == "f" and not np.isfinite(array).all():
+            problem = "non-finite values"
+        elif isinstance(space, gymnasium.spaces.Discrete) and (
+                (array < space.start).any() or (array >= space.start + space.n).any()):
+            problem = f"values {sorted(set(array.tolist()))}"
+        elif isinstance(space, gymnasium.spaces.MultiDiscrete | gymnasium.spaces.MultiBinary):
+            # Box bounds are not enforced: continuous agents commonly leave clipping to the env
+            if not all(space.contains(row.astype(space.dtype)) for row in array):
+                problem = f"values outside the space (first row {array[0].tolist()})"
+        if problem:
+            raise PluginError(f"{acting} returned {problem} for agent {agent!r} of {spec.name}; expected "
+                              f"{_expected(space, rows)}; fix the plugin's Agent.act")
 
 
 def describe_env(name: str, env: Any, num_envs: int) -> EnvSpec:
@@ -248,22 +307,58 @@ def _deprioritize(pids: list[int]) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class Supervision:
+    """How subprocess env workers are watched (``run.env_timeout``, ``run.env_restarts``)."""
+
+    timeout: float = 60.0
+    """Seconds a worker may take to answer one reset or step before it counts as hung. A worker
+    that dies is noticed at once (its pipe closes), whatever this is."""
+    restarts: int = 0
+    """Dead or hung workers replaced in this process before the run stops with an error."""
+
+
+_WORKER_LOST = (EOFError, BrokenPipeError, ConnectionResetError, multiprocessing.TimeoutError)
+"""What Gymnasium's AsyncVectorEnv raises when a worker process is gone or silent."""
+
+
+def _exit_description(exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
 class GymVector(VectorEnv):
     """A single-agent Gymnasium env, vectorized, as the one agent id ``"agent"``.
 
     In-process: one ``InProcessVectorEnv``. In subprocesses: ``PIPELINE_PARTS`` Gymnasium
     ``AsyncVectorEnv`` groups (shared memory, spawn), seeded as one vector (env ``i`` gets ``seed + i``).
+
+    Subprocess workers are supervised: every wait on them is bounded by ``supervision.timeout`` and a
+    closed pipe is turned into an ``EnvWorkerError`` naming the env, the worker and how it ended. With
+    ``supervision.restarts`` left, the failed worker's group (Gymnasium starts workers per group, so
+    its sibling workers go too) is killed and started afresh instead: its envs begin new episodes, the
+    interrupted ones are reported as ``dropped`` and counted in ``restarts``.
     """
 
-    def __init__(self, name: str, factory: EnvFactory, num_envs: int, subprocess: bool):
+    def __init__(self, name: str, factory: EnvFactory, num_envs: int, subprocess: bool,
+                 supervision: Supervision | None = None):
+        self.name = name
         self.num_envs = num_envs
+        self.factory = factory
+        self.supervision = supervision or Supervision()
+        self.restarts = 0
+        self._stopping = False
+        """A worker was lost for good: close kills the other workers rather than waiting on them."""
+        self._failures: dict[int, BaseException] = {}
+        self._seed: int | None = None
         if subprocess:
             count = min(PIPELINE_PARTS, num_envs)
             sizes = [num_envs // count + (1 if i < num_envs % count else 0) for i in range(count)]
-            self.groups = [gymnasium.vector.AsyncVectorEnv([factory] * size, shared_memory=True,
-                                                           autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
-                           for size in sizes]
-            _deprioritize([process.pid for group in self.groups for process in group.processes])
+            self.groups = [self._start_group(size) for size in sizes]
         else:
             sizes = [num_envs]
             self.groups = [InProcessVectorEnv([factory] * num_envs)]
@@ -278,6 +373,16 @@ class GymVector(VectorEnv):
             probe = factory()
             self.spec = describe_env(name, probe, num_envs)
             probe.close()
+
+    def _start_group(self, size: int) -> gymnasium.vector.AsyncVectorEnv:
+        try:
+            group = gymnasium.vector.AsyncVectorEnv([self.factory] * size, shared_memory=True,
+                                                    autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+        except _WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
+            raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
+                                 "check that the environment can be built in a fresh process") from None
+        _deprioritize([process.pid for process in group.processes])
+        return group
 
     @property
     def parts(self) -> list[slice]:
@@ -300,29 +405,116 @@ class GymVector(VectorEnv):
         self.groups[0].record_final_frames = True
 
     def reset(self, seed: int | None = None) -> AgentArrays:
-        observations = [group.reset(seed=None if seed is None else seed + part.start)[0]
-                        for group, part in zip(self.groups, self._parts, strict=True)]
+        self._seed = seed
+        if self.in_process:
+            return {SINGLE_AGENT: self.groups[0].reset(seed=seed)[0]}
+        observations = [self._reset_part(index) for index in range(len(self.groups))]
         return {SINGLE_AGENT: observations[0] if len(observations) == 1 else np.concatenate(observations)}
 
+    def _reset_part(self, index: int) -> np.ndarray:
+        seed = self._seed
+        if seed is not None:  # a restarted group must not replay the episodes it had already started
+            seed += self._parts[index].start + 104_729 * self.restarts
+        group = self.groups[index]
+        try:
+            group.reset_async(seed=seed)
+            return group.reset_wait(timeout=self.supervision.timeout)[0]
+        except _WORKER_LOST as exc:
+            self._replace_group(index, "reset", exc)
+            return self._reset_part(index)
+
     def step(self, actions: AgentArrays) -> StepBatch:
+        self._check_actions(actions, self.num_envs)
         if self.in_process:
             return self._batch(0, *self.groups[0].step(actions[SINGLE_AGENT]))
         chosen = actions[SINGLE_AGENT]
         for index, part in enumerate(self._parts):
-            self.groups[index].step_async(chosen[part])
-        return StepBatch.concat([self._batch(index, *group.step_wait()) for index, group in enumerate(self.groups)])
+            self._send(index, chosen[part])
+        return StepBatch.concat([self.step_wait(index) for index in range(len(self.groups))])
 
     def step_async(self, part: int, actions: AgentArrays) -> None:
+        self._check_actions(actions, self._parts[part].stop - self._parts[part].start)
         if self.in_process:
             self._pending_actions[part] = actions[SINGLE_AGENT]
         else:
-            self.groups[part].step_async(actions[SINGLE_AGENT])
+            self._send(part, actions[SINGLE_AGENT])
+
+    def _send(self, part: int, actions: np.ndarray) -> None:
+        try:
+            self.groups[part].step_async(actions)
+        except _WORKER_LOST as exc:  # noticed when the step is collected
+            self._failures[part] = exc
 
     def step_wait(self, part: int) -> StepBatch:
         group = self.groups[part]
         if self.in_process:
             return self._batch(part, *group.step(self._pending_actions[part]))
-        return self._batch(part, *group.step_wait())
+        failure = self._failures.pop(part, None)
+        if failure is None:
+            try:
+                return self._batch(part, *group.step_wait(timeout=self.supervision.timeout))
+            except _WORKER_LOST as exc:
+                failure = exc
+        self._replace_group(part, "step", failure)
+        return self._dropped_batch(part, self._reset_part(part))
+
+    def _replace_group(self, part: int, during: str, exc: BaseException) -> None:
+        """Kill the group of a lost worker and start it again, or raise if no restart is left."""
+        what = self._diagnose(part, exc)
+        self._kill(self.groups[part])
+        if self.restarts >= self.supervision.restarts:
+            self._stopping = True
+            hint = ("raise run.env_restarts to replace lost workers and go on" if self.supervision.restarts
+                    else "set run.env_restarts=N to replace lost workers and go on")
+            spent = f" after {self.restarts} restart(s)" if self.supervision.restarts else ""
+            raise EnvWorkerError(f"env worker {what} during {during}{spent}; {hint}")
+        self.restarts += 1
+        self.groups[part] = self._start_group(self._parts[part].stop - self._parts[part].start)
+
+    def _diagnose(self, part: int, exc: BaseException) -> str:
+        """'<index> of <env> (pid N) was killed by signal SIGKILL' for the first lost worker."""
+        group, start = self.groups[part], self._parts[part].start
+        deadline = time.monotonic() + 2.0  # a closed pipe can be seen just before the exit status
+        while True:
+            dead = [(i, p) for i, p in enumerate(group.processes) if p.exitcode is not None]
+            if dead or time.monotonic() > deadline or isinstance(exc, multiprocessing.TimeoutError):
+                break
+            time.sleep(0.02)
+        if dead:
+            i, process = dead[0]
+            return f"{start + i} of {self.name} (pid {process.pid}) {_exit_description(process.exitcode)}"
+        silent = [i for i, pipe in enumerate(group.parent_pipes) if pipe is not None and not pipe.poll(0)]
+        i = silent[0] if silent else 0
+        pid = group.processes[i].pid
+        if isinstance(exc, multiprocessing.TimeoutError):
+            return (f"{start + i} of {self.name} (pid {pid}) did not answer within "
+                    f"{self.supervision.timeout:g} s (run.env_timeout)")
+        return f"{start + i} of {self.name} (pid {pid}) closed its pipe ({type(exc).__name__})"
+
+    @staticmethod
+    def _kill(group: gymnasium.vector.AsyncVectorEnv) -> None:
+        """Stop a group whose state is unknown without waiting on it: SIGKILL also ends a stopped
+        (SIGSTOP) worker, which would ignore the SIGTERM Gymnasium's own close sends."""
+        for process in group.processes:
+            if process.exitcode is None:
+                process.kill()
+        for process in group.processes:
+            process.join(timeout=5)
+        for pipe in group.parent_pipes:
+            if pipe is not None:
+                pipe.close()
+        group.error_queue.cancel_join_thread()
+        group.closed = True
+
+    def _dropped_batch(self, part: int, obs: np.ndarray) -> StepBatch:
+        size = self._parts[part].stop - self._parts[part].start
+        no = np.zeros(size, dtype=bool)
+        ended = np.ones(size, dtype=bool)
+        reward_matrix = np.zeros((1, size), dtype=np.float32)
+        everyone = list(range(size))
+        return StepBatch({SINGLE_AGENT: obs}, {SINGLE_AGENT: obs}, {SINGLE_AGENT: reward_matrix[0]},
+                         {SINGLE_AGENT: no}, {SINGLE_AGENT: no.copy()}, {SINGLE_AGENT: no.copy()}, ended,
+                         everyone, reward_matrix, {}, None, tuple(everyone))
 
     def _batch(self, part: int, obs, rewards, terminated, truncated, infos) -> StepBatch:
         """One group's step as a StepBatch over that group's envs (indices from 0)."""
@@ -346,7 +538,18 @@ class GymVector(VectorEnv):
 
     def close(self) -> None:
         for group in self.groups:
-            group.close()
+            if self.in_process:
+                group.close()
+                continue
+            if group.closed:
+                continue
+            if self._stopping:
+                self._kill(group)
+                continue
+            try:
+                group.close(timeout=self.supervision.timeout)
+            except (*_WORKER_LOST, OSError, RuntimeError):  # a worker is gone: do not wait on the rest
+                self._kill(group)
 
 
 class ParallelVector(VectorEnv):
@@ -394,6 +597,7 @@ class ParallelVector(VectorEnv):
     def step(self, actions: AgentArrays) -> StepBatch:
         # Filled as Python lists and turned into arrays once: with one env and a few agents, a numpy
         # call per agent and field would cost more than the env's own step.
+        self._check_actions(actions, self.num_envs)
         ids, row_of = self.spec.agent_ids, self._row_of
         chosen = [actions[a].tolist() for a in ids]
         rewards = [[0.0] * self.num_envs for _ in ids]
@@ -440,13 +644,14 @@ class ParallelVector(VectorEnv):
             env.close()
 
 
-def make_vector_env(name: str, factory: EnvFactory, num_envs: int, subprocess: bool) -> VectorEnv:
+def make_vector_env(name: str, factory: EnvFactory, num_envs: int, subprocess: bool,
+                    supervision: Supervision | None = None) -> VectorEnv:
     probe = factory()
     multi = is_multi_agent(probe)
     probe.close()
     if multi:
         return ParallelVector(name, factory, num_envs)
-    return GymVector(name, factory, num_envs, subprocess)
+    return GymVector(name, factory, num_envs, subprocess, supervision)
 
 
 def build_sync_collector(env_name: str, factory: EnvFactory, num_envs: int, config: Any = None) -> VectorEnv:

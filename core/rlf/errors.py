@@ -26,3 +26,11 @@ class PluginError(RlfError):
 
 class CheckpointError(RlfError):
     """A run directory or checkpoint is missing, foreign or corrupt."""
+
+
+class EnvWorkerError(RlfError):
+    """An environment worker process died or stopped answering (see ``run.env_restarts``).
+
+    Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
+
+    exit_code = 1

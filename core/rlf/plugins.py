@@ -67,10 +67,7 @@ class LazyCallable:
     @property
     def target(self) -> Callable:
         if self._target is None:
-            from importlib import import_module
-
-            module, _, attribute = self.reference.partition(":")
-            self._target = getattr(import_module(module), attribute)
+            self._target = _import_builder(self.reference)
         return self._target
 
     def __call__(self, *args, **kwargs):
@@ -81,6 +78,35 @@ class LazyCallable:
 
     def __repr__(self) -> str:
         return f"LazyCallable({self.reference!r})"
+
+
+def _import_builder(reference: str) -> Callable:
+    """The callable a ``"module:function"`` string names, or a PluginError naming the string.
+
+    Anything the import raises, SystemExit included, is the plugin's failure, not the CLI's exit."""
+    from importlib import import_module
+
+    module, _, attribute = reference.partition(":")
+    try:
+        target = import_module(module)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a plugin must not be able to end the process
+        detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise PluginError(f"builder {reference!r} cannot be imported ({detail}); reinstall or fix the plugin "
+                          "that registers it (`rlf plugins --check` lists every broken builder)") from None
+    if not callable(target):
+        raise PluginError(f"builder {reference!r} is a {type(target).__name__}, not a function; fix the plugin")
+    return target
+
+
+def check_builders(*builders: Callable) -> None:
+    """Import every lazily named builder now, so a typo fails before anything is written."""
+    for builder in builders:
+        if isinstance(builder, LazyCallable):
+            builder.target  # noqa: B018 - importing is the check
 
 
 def _builder(value: Callable | str) -> Callable:
@@ -182,17 +208,24 @@ class Registry:
         self.loggers: dict[str, CallbackSpec] = {}
         self.callbacks: dict[str, CallbackSpec] = {}
         self.plugins: dict[str, PluginInfo] = {}
+        self.conflicts: dict[tuple[str, str], str] = {}
+        """(kind, name) -> the error for a name that several plugins register; none of them gets it."""
 
     @property
     def errors(self) -> dict[str, str]:
         return {name: info.error for name, info in self.plugins.items() if info.error}
 
     def algorithm(self, name: str) -> AlgorithmSpec:
+        if ("algorithm", name) in self.conflicts:
+            raise PluginError(self.conflicts["algorithm", name])
         if name in self.algorithms:
             return self.algorithms[name]
         raise UnknownNameError(_unknown("algorithm", name, sorted(self.algorithms), self.errors))
 
     def environment(self, name: str) -> EnvironmentSpec:
+        for key in (name, f"{name.partition(':')[0]}:"):
+            if ("environment", key) in self.conflicts:
+                raise PluginError(self.conflicts["environment", key])
         if name in self.environments:
             return self.environments[name]
         head, colon, _ = name.partition(":")
@@ -300,7 +333,9 @@ def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any
                 raise PluginError(f"implements hooks this core does not know ({exc}); "
                                   "it was probably built for a newer rlf: upgrade rlf") from None
             info.hooks = sorted(impl.name for impl in manager.get_hookcallers(plugin) or [])
-        except Exception as exc:  # noqa: BLE001 - isolating arbitrary plugin failures is the point
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - isolating plugin failures, sys.exit() included, is the point
             info.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
             if strict:
                 raise PluginError(f"plugin {name!r} failed to load: {info.error} "
@@ -345,6 +380,13 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 name, _builder(build_env), config, plugin, prefer_subprocess, prefix=name.endswith(":"))
             registry.plugins[plugin].environments.append(name)
         return register
+
+    claims: dict[tuple[str, str], list[str]] = {}
+
+    def _claim(table: dict, name: str, plugin: str, kind: str) -> None:
+        # Every claim is recorded and the name goes to no one when there are several: letting the
+        # first one found win is how an impostor on the path became `ppo`.
+        claims.setdefault((kind, name), []).append(plugin)
 
     def strategy_registrar(plugin: str):
         def register(name: str, *, strategy, config=None, description: str = "") -> None:
@@ -401,20 +443,41 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
         for impl in getattr(manager.hook, hook).get_hookimpls():
             try:
                 impl.function(register=registrar(impl.plugin_name))
-            except Exception as exc:  # noqa: BLE001
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001
                 info = registry.plugins[impl.plugin_name]
                 info.error = info.error or f"{hook}: {type(exc).__name__}: {exc}".splitlines()[0]
                 if strict:
                     raise PluginError(f"plugin {impl.plugin_name!r} failed to register: {info.error}") from None
+    _drop_conflicts(registry, claims, strict)
+
+
+def _drop_conflicts(registry: Registry, claims: dict[tuple[str, str], list[str]], strict: bool) -> None:
+    for (kind, name), plugins in claims.items():
+        if len(plugins) < 2:
+            continue
+        table = {"algorithm": registry.algorithms, "environment": registry.environments,
+                 "strategy": registry.strategies, "collector": registry.collectors,
+                 "logger": registry.loggers, "callback": registry.callbacks}[kind]
+        table.pop(name, None)
+        owners = []
+        for plugin in plugins:
+            info = registry.plugins[plugin]
+            getattr(info, f"{kind}s").remove(name)
+            owners.append(f"{info.distribution or plugin} {info.version or ''}".strip() + f" (entry point {plugin!r})")
+        message = (f"{kind} {name!r} is registered by {len(plugins)} plugins: {', '.join(owners)}; neither is used. "
+                   "Uninstall all but one (pip uninstall DIST)")
+        registry.conflicts[kind, name] = message
+        for plugin in plugins:
+            info = registry.plugins[plugin]
+            info.error = info.error or message
+        if strict:
+            raise PluginError(message)
 
 
 class EmptyConfig(StrictModel):
     """No settings."""
-
-
-def _claim(table: dict, name: str, plugin: str, kind: str) -> None:
-    if name in table:
-        raise PluginError(f"{kind} {name!r} is already registered by plugin {table[name].plugin!r}")
 
 
 _cached: Registry | None = None

@@ -13,13 +13,16 @@ from .interfaces import StateTree
 
 
 class ReplayBuffer:
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype=np.float32, action_dtype=np.int64):
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], obs_dtype=np.float32, action_dtype=np.int64,
+                 action_shape: tuple[int, ...] = ()):
+        """``action_shape`` () holds one discrete action id per transition; continuous (Box) actions
+        give their shape, e.g. ``(1,)`` for Pendulum with ``action_dtype=np.float32``."""
         if capacity < 1:
             raise ValueError("replay capacity must be at least 1")
         self.capacity = capacity
         self.obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
         self.next_obs = np.zeros((capacity, *obs_shape), dtype=obs_dtype)
-        self.actions = np.zeros(capacity, dtype=action_dtype)
+        self.actions = np.zeros((capacity, *action_shape), dtype=action_dtype)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminated = np.zeros(capacity, dtype=np.float32)
         self.position = 0

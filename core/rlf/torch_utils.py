@@ -17,6 +17,32 @@ def resolve_device(name: str) -> Any:
     return torch.device(name)
 
 
+def check_device(name: str) -> None:
+    """A ConfigError line unless ``name`` ("cuda", "cuda:1", "mps") is a device this machine has.
+
+    Checked before a run starts, so ``device=cuda`` on a CPU-only machine is not silently CPU or a
+    torch traceback half-way into building the agent."""
+    from importlib.util import find_spec
+
+    from .errors import ConfigError
+
+    if name in ("auto", "cpu"):
+        return
+    if find_spec("torch") is None:
+        raise ConfigError(f"device={name}, but torch is not installed; install torch with "
+                          f"{name.split(':')[0].upper()} support or use --set device=cpu")
+    import torch
+
+    if name.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(name.partition(":")[2] or 0)
+        if index >= count:
+            have = f"only {count} CUDA device(s)" if count else "no CUDA device (or a CPU-only torch build)"
+            raise ConfigError(f"device={name}, but this machine has {have}; use --set device=auto or device=cpu")
+    elif name == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("device=mps, but MPS is not available here; use --set device=auto or device=cpu")
+
+
 def seed_everything(seed: int) -> None:
     import torch
 

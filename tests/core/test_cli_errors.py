@@ -22,7 +22,9 @@ def assert_one_line_error(result, *fragments):
 
 
 def test_unknown_algorithm_and_environment(site):
-    assert_one_line_error(run_rlf("train", "sac", site=site), "unknown algorithm 'sac'", "rlf-plugin-sac")
+    # a name no plugin registers (sac was the example until rlf-plugin-sac existed)
+    assert_one_line_error(run_rlf("train", "no-such-algo", site=site), "unknown algorithm 'no-such-algo'",
+                          "rlf-plugin-no-such-algo")
     assert_one_line_error(run_rlf("train", "tabular-q", "--env", "atari", site=site),
                           "unknown environment 'atari'", "pip install rlf-plugin-atari")
     assert_one_line_error(run_rlf("train", "tabular-q", "--env", "gym:CartPol-v1", site=site),

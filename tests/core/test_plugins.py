@@ -117,9 +117,9 @@ def test_a_registration_error_is_isolated_to_its_plugin():
 
 def test_unknown_names_list_what_is_installed_and_which_plugin_would_provide_it(registry):
     with pytest.raises(UnknownNameError) as err:
-        registry.algorithm("sac")
+        registry.algorithm("no-such-algo")
     message = str(err.value)
-    assert "installed:" in message and "linear-pg" in message and "pip install rlf-plugin-sac" in message
+    assert "installed:" in message and "linear-pg" in message and "pip install rlf-plugin-no-such-algo" in message
     with pytest.raises(UnknownNameError, match="did you mean 'line'"):
         registry.environment("lines")
 

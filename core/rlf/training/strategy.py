@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..envs import Collector, StepBatch, VectorEnv, build_async_collector, build_sync_collector
+from ..envs import Collector, StepBatch, Supervision, VectorEnv, build_async_collector, build_sync_collector
 from ..interfaces import Agent, BuildContext, Learner, StateTree
 
 
@@ -61,6 +61,8 @@ class EpisodeTracker:
         self.steps = 0
         self.started = [0] * num_envs
         self.episodes = 0
+        self.dropped = 0
+        """Episodes cut short by a restarted env worker: left out of the stats, counted here."""
 
     def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
         self.steps += 1
@@ -69,6 +71,11 @@ class EpisodeTracker:
             return []
         rows = []
         for i in batch.ended_envs:
+            if i in batch.dropped:
+                self.dropped += 1
+                self.started[i] = self.steps
+                self.returns[:, i] = 0.0
+                continue
             self.episodes += 1
             returns = self.returns[:, i].tolist()
             row: dict[str, float] = {"episode": float(self.episodes), "length": float(self.steps - self.started[i])}
@@ -126,6 +133,7 @@ class BaseStrategy(TrainStrategy):
     def setup(self) -> None:
         run = self.context.run
         self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
+        supervise(self.envs, run, self.algorithm)
         self.context.env_spec = self.envs.spec
         self.agent = self.algorithm.build_agent(self.context)
         self.learner = self.algorithm.build_learner(self.context, self.agent)
@@ -163,6 +171,15 @@ class BaseStrategy(TrainStrategy):
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+def supervise(envs: VectorEnv, run: Any, algorithm: Any) -> None:
+    """Give envs the run's worker supervision settings and the name errors about actions should blame.
+
+    Set on whatever was built (any collector), so env workers are watched however envs are made."""
+    if hasattr(envs, "supervision"):
+        envs.supervision = Supervision(run.env_timeout, run.env_restarts)
+    envs.acting = f"algorithm {algorithm.name!r} (plugin {algorithm.plugin})"
 
 
 def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,

@@ -107,6 +107,7 @@ class Trainer:
                                "env_step": counters["env_steps"], "iterations": counters["iterations"],
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
+                    summary.update(_supervision_metrics(self.strategy))
                     self.emit("on_log", summary)
                     pending.clear()
                     window_start, window_steps = time.perf_counter(), 0
@@ -127,6 +128,14 @@ class Trainer:
                 callback.close()
             self.strategy.teardown()
         return summary
+
+
+def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
+    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts)."""
+    restarts = getattr(getattr(strategy, "envs", None), "restarts", 0)
+    if not restarts:
+        return {}
+    return {"env_restarts": float(restarts), "episodes_dropped": float(getattr(strategy.tracker, "dropped", 0))}
 
 
 def episode_means(rows) -> dict[str, float]:

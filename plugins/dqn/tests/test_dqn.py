@@ -90,7 +90,7 @@ def test_continuous_actions_are_refused(tmp_path):
 
 
 def test_a_cnn_is_refused_for_vector_observations():
-    with pytest.raises(ConfigError, match="algo.network=cnn needs uint8 image observations"):
+    with pytest.raises(ConfigError, match="algo.network='cnn' needs image observations"):
         build(vector_spec(), network="cnn")
 
 
@@ -103,7 +103,7 @@ def test_uint8_image_stacks_get_the_nature_cnn_and_frame_replay(shape):
     spec = EnvSpec("img", ("agent",), {"agent": box}, {"agent": spaces.Discrete(5)}, False, 2)
     agent, learner = build(spec, buffer_size=100, batch_size=8)
     net = agent.networks["agent"]
-    assert type(net.torso).__name__ == "NatureTorso"
+    assert net.torso.encoder.image and isinstance(net.torso.body[0][0], torch.nn.Conv2d)
     assert isinstance(learner.buffers["agent"], FrameReplay)
     obs = np.random.default_rng(0).integers(0, 256, size=(3, *shape), dtype=np.uint8)
     assert agent.q_values("agent", obs).shape == (3, 5)
@@ -111,11 +111,27 @@ def test_uint8_image_stacks_get_the_nature_cnn_and_frame_replay(shape):
     assert torch.allclose(net(torch.as_tensor(obs)), net(torch.as_tensor(obs.astype(np.float32))))
 
 
-def test_small_images_and_float_images_fall_back_to_the_mlp():
+def test_small_images_fall_back_to_the_mlp_and_float_images_get_the_cnn_unscaled():
+    # the image rule is rlf.nn's, shared with PPO: any dtype, sides >= 36, at most 16 channels
     small = spaces.Box(0, 255, shape=(4, 10, 10), dtype=np.uint8)
     assert not observation_layout(small, "auto").image
     floats = spaces.Box(0, 1, shape=(4, 84, 84), dtype=np.float32)
-    assert not observation_layout(floats, "auto").image
+    layout = observation_layout(floats, "auto")
+    assert layout.image and not layout.pixels and layout.dtype == np.float32
+    spec = EnvSpec("img", ("agent",), {"agent": floats}, {"agent": spaces.Discrete(3)}, False, 2)
+    agent, learner = build(spec, buffer_size=100, batch_size=8)
+    assert agent.networks["agent"].torso.encoder.image and agent.networks["agent"].torso.encoder.scale == 1.0
+    assert not isinstance(learner.buffers["agent"], FrameReplay)
+    assert learner.buffers["agent"].obs.dtype == np.float32
+
+
+def test_discrete_observations_are_one_hot_encoded():
+    spec = EnvSpec("ids", ("agent",), {"agent": spaces.Discrete(5, start=1)}, {"agent": spaces.Discrete(2)},
+                   False, 2)
+    agent, learner = build(spec, buffer_size=100, batch_size=8)
+    assert agent.networks["agent"].torso.encoder.shape == (5,)
+    assert agent.q_values("agent", np.array([1, 5], dtype=np.int64)).shape == (2, 2)
+    assert learner.buffers["agent"].obs.dtype == np.int64
 
 
 def test_dueling_head_averages_advantages_to_zero():

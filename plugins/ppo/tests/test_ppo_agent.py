@@ -7,6 +7,7 @@ from rlf_plugin_ppo import PPOAgent, PPOConfig, build_agent
 from rlf_plugin_ppo.model import CNNActorCritic, MLPActorCritic
 
 from rlf import SINGLE_AGENT, ConfigError
+from rlf.nn import set_threads
 
 IMAGE = spaces.Box(0, 255, shape=(4, 84, 84), dtype=np.uint8)
 
@@ -145,11 +146,11 @@ def test_small_networks_run_torch_on_one_thread():
         build_agent(make_context(single_spec(), torch_threads=2))
         assert torch.get_num_threads() == 2
     finally:
-        torch.set_num_threads(threads)
+        set_threads(threads)
 
 
 def test_cnn_agents_act_on_one_thread_and_learn_on_torchs_default():
-    from rlf_plugin_ppo.model import DEFAULT_TORCH_THREADS
+    from rlf.nn import DEFAULT_TORCH_THREADS
 
     threads = torch.get_num_threads()
     try:
@@ -166,4 +167,4 @@ def test_cnn_agents_act_on_one_thread_and_learn_on_torchs_default():
         pinned.act(obs_batch(spec, n=2))
         assert torch.get_num_threads() == 2
     finally:
-        torch.set_num_threads(threads)
+        set_threads(threads)

@@ -1,10 +1,10 @@
 import sys
 from pathlib import Path
 
-import torch
+from rlf.nn import set_threads
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 # Several test runs share a small machine; one thread each avoids oversubscription, which made
 # these small networks tens of times slower.
-torch.set_num_threads(1)
+set_threads(1)

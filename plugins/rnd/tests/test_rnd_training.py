@@ -5,8 +5,9 @@ import math
 
 import numpy as np
 from gymnasium import spaces
+from rlf_plugin_ppo import build_agent
 from rlf_plugin_rnd.config import RNDConfig
-from rlf_plugin_rnd.factory import build_agent, build_learner
+from rlf_plugin_rnd.learner import build_learner
 from rnd_support import corridor_rollout, distinct_cells, make_context
 
 import rlf

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import torch
-
 from rlf import BuildContext
+from rlf.nn import set_threads
 from rlf.torch_utils import resolve_device
 
 from .learner import A2CLearner
@@ -12,9 +11,8 @@ from .model import A2CAgent
 
 
 def build_agent(context: BuildContext) -> A2CAgent:
-    if context.config.torch_threads:
-        # Small MLPs run fastest on one thread; more only add synchronisation and oversubscription.
-        torch.set_num_threads(context.config.torch_threads)
+    # Small MLPs run fastest on one thread; more only add synchronisation and oversubscription.
+    set_threads(context.config.torch_threads)
     return A2CAgent(context.env_spec, context.config, context.seed, resolve_device(context.device))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from rlf import BuildContext, ConfigError
+from rlf.nn import set_threads
 from rlf.torch_utils import resolve_device
 
 from .learner import A3CLearner
@@ -12,9 +13,8 @@ from .model import A3CAgent
 
 
 def build_agent(context: BuildContext) -> A3CAgent:
-    if context.config.torch_threads:
-        # Small MLPs run fastest on one thread; more only add synchronisation and oversubscription.
-        torch.set_num_threads(context.config.torch_threads)
+    # Small MLPs run fastest on one thread; more only add synchronisation and oversubscription.
+    set_threads(context.config.torch_threads)
     device = resolve_device(context.device)
     if context.config.async_workers and device.type != "cpu":
         if context.device != "auto":

@@ -22,6 +22,7 @@ import torch
 from rlf_plugin_actor_critic.learner import ActorCriticLearner
 
 from rlf import BuildContext, StateTree
+from rlf.nn import set_threads
 
 from .model import A3CAgent, holding
 
@@ -75,7 +76,7 @@ class A3CLearner(ActorCriticLearner):
     def worker_init(self) -> None:
         # Forked workers that use torch's inherited thread pool can deadlock; one thread each is also
         # the fastest for these small networks. The core set context.seed to this worker's own seed.
-        torch.set_num_threads(1)
+        set_threads(1)
         torch.manual_seed(self.context.seed)
         self.agent.generator.manual_seed(self.context.seed)
 

@@ -19,6 +19,7 @@ from rlf import (
     RunningNormalizer,
     StateTree,
 )
+from rlf.nn import ObservationEncoder, mlp
 from rlf.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import ActorCriticConfig
@@ -29,54 +30,14 @@ RETURN_MIN_STD = 1e-2
 """Floor of the return std, so a stream of equal returns (all step costs) does not divide by ~0."""
 
 
-class ObservationEncoder:
-    """Raw observations to float inputs: one-hot for Discrete; a Box is flattened, and its dimensions
-    with finite bounds are mapped onto [-1, 1] so grid offsets of +-9 do not saturate tanh units."""
-
-    def __init__(self, space: spaces.Space):
-        if isinstance(space, spaces.Discrete):
-            self.one_hot, self.start, self.size = int(space.n), int(space.start), int(space.n)
-            return
-        if not isinstance(space, spaces.Box):
-            raise IncompatibleError(f"the actor-critic networks read Box or Discrete observations, not {space}; "
-                                    "flatten the observation in the environment")
-        self.one_hot = 0
-        self.size = int(np.prod(space.shape))
-        low = np.asarray(space.low, dtype=np.float64).reshape(-1)
-        high = np.asarray(space.high, dtype=np.float64).reshape(-1)
-        bounded = np.isfinite(low) & np.isfinite(high) & (high > low)
-        low, high = np.where(bounded, low, -1.0), np.where(bounded, high, 1.0)  # unbounded: left as they are
-        self.center = ((high + low) / 2).astype(np.float32)
-        self.scale = (2 / (high - low)).astype(np.float32)
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        if self.one_hot:
-            return np.eye(self.one_hot, dtype=np.float32)[np.asarray(obs, dtype=np.int64).reshape(-1) - self.start]
-        flat = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
-        return (flat - self.center) * self.scale
-
-
-def mlp(sizes: list[int], out_gain: float) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        layer = nn.Linear(n_in, n_out)
-        last = i == len(sizes) - 2
-        # Orthogonal init keeps activations well scaled; a tiny policy-output gain starts near uniform.
-        nn.init.orthogonal_(layer.weight, out_gain if last else math.sqrt(2))
-        nn.init.zeros_(layer.bias)
-        layers.append(layer)
-        if not last:
-            layers.append(nn.Tanh())
-    return nn.Sequential(*layers)
-
-
 class ActorCriticNet(nn.Module):
     """Separate actor and critic, so the actor's weight decay and the critic's targets stay apart."""
 
     def __init__(self, n_inputs: int, n_actions: int, hidden: list[int]):
         super().__init__()
-        self.actor = mlp([n_inputs, *hidden, n_actions], out_gain=0.01)
-        self.critic = mlp([n_inputs, *hidden, 1], out_gain=1.0)
+        # orthogonal init keeps activations well scaled; a tiny policy-output gain starts near uniform
+        self.actor = mlp(n_inputs, hidden, n_actions, activation=nn.Tanh, gain=math.sqrt(2), out_gain=0.01)
+        self.critic = mlp(n_inputs, hidden, 1, activation=nn.Tanh, gain=math.sqrt(2), out_gain=1.0)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.actor(x), self.critic(x).squeeze(-1)
@@ -101,16 +62,19 @@ class ActorCriticAgent(Agent):
             action_space = spec.action_spaces[agent_id]
             if not isinstance(action_space, spaces.Discrete):
                 raise IncompatibleError(f"{self.algorithm} needs Discrete actions; agent {agent_id!r} has {action_space}")
-            encoder = ObservationEncoder(spec.observation_spaces[agent_id])
+            # one-hot ids; Box dimensions with finite bounds onto [-1, 1], so grid offsets of +-9 do not
+            # saturate tanh units
+            encoder = ObservationEncoder(spec.observation_spaces[agent_id], "mlp", bounds=True,
+                                         name=f"{self.algorithm}'s agent {agent_id!r}").to(device)
             self.encoders[agent_id] = encoder
-            self.nets[agent_id] = ActorCriticNet(encoder.size, int(action_space.n), config.hidden_sizes).to(device)
+            self.nets[agent_id] = ActorCriticNet(encoder.features, int(action_space.n), config.hidden_sizes).to(device)
         self.action_starts = {a: int(spec.action_spaces[a].start) for a in spec.agent_ids}
         self.normalizers = ({a: RunningNormalizer(clip=RETURN_CLIP, min_std=RETURN_MIN_STD) for a in spec.agent_ids}
                             if config.normalize_returns else {})
         self.generator = torch.Generator().manual_seed(seed)
 
     def inputs(self, agent_id: str, obs: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(self.encoders[agent_id](obs), device=self.device)
+        return self.encoders[agent_id](torch.as_tensor(np.asarray(obs), device=self.device))
 
     def observe_returns(self, agent_id: str, returns: np.ndarray) -> None:
         """Fold returns into this agent's statistics and rescale the critic's output layer so that

@@ -9,6 +9,7 @@ import torch
 from gymnasium import spaces
 
 from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, EpsilonSchedule, StateTree
+from rlf.nn import TorchThreads
 from rlf.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import DQNConfig
@@ -48,27 +49,22 @@ class DQNAgent(Agent):
                 if not isinstance(action_space, spaces.Discrete):
                     raise ConfigError(f"DQN needs discrete actions, agent {agent!r} has {action_space}; "
                                       "choose an env with discrete actions")
-                layout = observation_layout(obs_space, config.network)
+                layout = observation_layout(obs_space, config.network, name=f"DQN's agent {agent!r}")
                 if state_dim is not None and (layout.image or int(np.prod(layout.shape)) != state_dim):
                     raise ValueError(f"agent {agent!r} observes shape {layout.shape}, but the env's encoder "
                                      f"promises state_dim={state_dim}")
                 self.layouts[agent] = layout
                 self.n_actions[agent] = int(action_space.n)
-                self.networks[agent] = build_q_network(layout, int(action_space.n), config).to(device)
-        self._limit_threads(config.torch_threads)
-
-    def _limit_threads(self, threads: int) -> None:
-        if self.device.type != "cpu":
-            return
-        if threads == 0 and not any(layout.image for layout in self.layouts.values()):
-            # An MLP update is a few small matmuls: intra-op threads only add synchronisation, and on
-            # a busy 2-core machine they made each update ~20x slower (measured 82 ms vs 4.4 ms).
-            threads = 1
-        if threads:
-            torch.set_num_threads(threads)
+                self.networks[agent] = build_q_network(obs_space, int(action_space.n), config,
+                                                       f"DQN's agent {agent!r}").to(device)
+        # an MLP update is a few small matmuls: extra threads made each ~20x slower (82 ms vs 4.4 ms)
+        self.threads = TorchThreads.plan(config.torch_threads, device,
+                                         images=any(layout.image for layout in self.layouts.values()))
+        self.threads.for_acting()
 
     @torch.no_grad()
     def q_values(self, agent: str, obs: np.ndarray) -> torch.Tensor:
+        self.threads.for_acting()
         if not obs.flags.writeable:  # torch will not wrap read-only memory
             obs = obs.copy()
         return self.networks[agent](torch.as_tensor(obs, device=self.device))

@@ -35,7 +35,8 @@ class DQNConfig(OffPolicyConfig):
     double_dqn: bool = Field(True, description="Online network selects the next action, target network evaluates it.")
     dueling: bool = Field(False, description="Dueling head: Q = V + A - mean(A).")
     network: Literal["auto", "mlp", "cnn"] = Field(
-        "auto", description="auto: Nature CNN for uint8 image stacks (C, H, W) or (H, W, C), MLP for everything else.")
+        "auto", description="auto: the Nature CNN for images ((C, H, W) or (H, W, C), C <= 16, H and W >= 36; "
+                            "rlf.nn.image_layout), an MLP for everything else.")
     hidden_sizes: list[HiddenWidth] = Field(
         default_factory=lambda: [128, 128], min_length=1, max_length=8,
         description="MLP hidden layer widths (vector observations).")
@@ -43,9 +44,10 @@ class DQNConfig(OffPolicyConfig):
     max_grad_norm: float = Field(10.0, gt=0.0, le=1e9, description="Gradient-norm clip per optimizer step.")
     torch_threads: int = Field(
         0, ge=0, le=256,
-        description="CPU threads torch uses in this process (0 = auto: 1 for MLPs, torch's default for CNNs).")
+        description="CPU threads torch uses in this process (0 = auto: 1 for MLPs; for CNNs 1 while acting "
+                    "and torch's default while learning).")
     frame_replay: Literal["auto", "on", "off"] = Field(
-        "auto", description="Store image stacks as single frames plus indices (auto: for uint8 (C, H, W) stacks).")
+        "auto", description="Store image stacks as single frames plus indices (auto: for uint8 images).")
 
     @field_validator("buffer_size")
     @classmethod

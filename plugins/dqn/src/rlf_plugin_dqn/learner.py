@@ -15,6 +15,7 @@ from torch import nn
 from torch.nn import functional
 
 from rlf import Learner, ReplayBuffer, StateTree, Transitions
+from rlf.nn import set_threads
 from rlf.torch_utils import (
     load_optimizer_state,
     optimizer_state,
@@ -31,14 +32,13 @@ from .replay import FrameReplay
 
 def make_replay(config: DQNConfig, agent: DQNAgent, agent_id: str) -> ReplayBuffer | FrameReplay:
     layout = agent.layouts[agent_id]
-    frames = config.frame_replay == "on" or (config.frame_replay == "auto" and layout.image)
+    frames = config.frame_replay == "on" or (config.frame_replay == "auto" and layout.pixels)
     if frames:
         if len(layout.shape) < 2:
             raise ValueError(f"algo.frame_replay=on needs stacked image observations, agent {agent_id!r} "
                              f"observes shape {layout.shape}; use algo.frame_replay=auto")
         return FrameReplay(config.buffer_size, layout.shape, stack_axis=layout.stack_axis)
-    dtype = np.uint8 if layout.image else np.float32
-    return ReplayBuffer(config.buffer_size, layout.shape, obs_dtype=dtype)
+    return ReplayBuffer(config.buffer_size, layout.shape, obs_dtype=layout.dtype)
 
 
 class DQNLearner(Learner):
@@ -108,6 +108,7 @@ class DQNLearner(Learner):
         return torch.from_numpy(np.ascontiguousarray(array)).to(self.device, non_blocking=True)
 
     def _optimize(self, agent_id: str) -> None:
+        self.agent.threads.for_learning()
         config = self.config
         batch = self.buffers[agent_id].sample(config.batch_size, self.rng)
         obs, next_obs = self._tensor(batch["obs"]), self._tensor(batch["next_obs"])
@@ -159,7 +160,7 @@ class DQNLearner(Learner):
         return self.agent.weights()
 
     def worker_init(self) -> None:
-        torch.set_num_threads(1)
+        set_threads(1)  # forked actors that use torch's inherited thread pool can deadlock
 
     def state_dict(self, include_replay: bool = True) -> StateTree:
         state: StateTree = {

@@ -1,5 +1,5 @@
-"""Q-networks: an MLP for vector observations, the Nature-DQN CNN for uint8 image stacks, and an
-optional dueling head on either."""
+"""Q-networks: an MLP for vector observations, the Nature-DQN CNN for images (both from ``rlf.nn``,
+which also decides what an image is and encodes the observations), and an optional dueling head."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import ConfigError
+from rlf.nn import ObservationEncoder, image_layout, mlp, nature_cnn
 
 from .config import DQNConfig
-
-NATURE_MIN_SIDE = 36
-"""Smallest image side the Nature CNN's three convolutions (8/4, 4/2, 3/1) still fit."""
 
 
 @dataclass(frozen=True)
 class ObservationLayout:
-    """How one agent's observations reach the network."""
+    """How one agent's observations are stored and reach the network."""
 
     shape: tuple[int, ...]
+    """The raw observation shape (() for Discrete ids)."""
+    dtype: np.dtype
+    """What the replay stores: the space's own dtype for images and Discrete ids, float32 otherwise."""
     image: bool
-    """A uint8 image stack fed to the CNN (scaled by 1/255 inside the network)."""
+    """An image fed to the Nature CNN (``rlf.nn.image_layout``)."""
     channels_last: bool = False
     """(H, W, C) rather than (C, H, W); the stack axis is then the last one."""
 
@@ -32,75 +32,37 @@ class ObservationLayout:
     def stack_axis(self) -> int:
         return -1 if self.channels_last else 0
 
-
-def _looks_like_image(space: spaces.Space) -> bool:
-    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
-
-
-def _channels_last(shape: tuple[int, ...]) -> bool:
-    # (84, 84, 4): the channel count is far smaller than the sides; (4, 84, 84) is channels-first
-    return shape[2] < shape[0] and shape[2] < shape[1] and shape[0] >= NATURE_MIN_SIDE
+    @property
+    def pixels(self) -> bool:
+        """A uint8 image stack: what the frame-deduplicating replay can store."""
+        return self.image and self.dtype == np.uint8
 
 
-def observation_layout(space: spaces.Space, network: str) -> ObservationLayout:
-    if not isinstance(space, spaces.Box):
-        raise ConfigError(f"DQN needs Box observations, got {space}; wrap the env to give arrays")
-    shape = tuple(int(s) for s in space.shape)
-    image = _looks_like_image(space)
-    if network == "cnn" and not image:
-        raise ConfigError(f"algo.network=cnn needs uint8 image observations (C, H, W), got {space.dtype} {shape}; "
-                          "use algo.network=mlp or auto")
-    if network == "mlp" or not image:
-        return ObservationLayout(shape, image=False)
-    channels_last = _channels_last(shape)
-    height, width = (shape[0], shape[1]) if channels_last else (shape[1], shape[2])
-    if min(height, width) < NATURE_MIN_SIDE:
-        if network == "cnn":
-            raise ConfigError(f"algo.network=cnn needs images of at least {NATURE_MIN_SIDE}x{NATURE_MIN_SIDE}, "
-                              f"got {height}x{width}; use algo.network=mlp")
-        return ObservationLayout(shape, image=False)
-    return ObservationLayout(shape, image=True, channels_last=channels_last)
+def observation_layout(space: spaces.Space, network: str, name: str = "this agent") -> ObservationLayout:
+    encoder = ObservationEncoder(space, network, name=name)  # raises the one-line errors
+    shape = tuple(int(s) for s in space.shape or ())
+    if isinstance(space, spaces.Discrete):
+        return ObservationLayout(shape, np.dtype(np.int64), image=False)
+    if not encoder.image:
+        return ObservationLayout(shape, np.dtype(np.float32), image=False)
+    return ObservationLayout(shape, np.dtype(space.dtype), image=True, channels_last=image_layout(space) == "hwc")
 
 
-class NatureTorso(nn.Module):
-    """Three convolutions and a dense layer (Mnih et al. 2015); input uint8, scaled here."""
+class Torso(nn.Module):
+    """The shared encoder, then the Nature CNN (images) or an MLP; ``out_features`` wide."""
 
-    def __init__(self, layout: ObservationLayout, hidden: int):
+    def __init__(self, encoder: ObservationEncoder, config: DQNConfig):
         super().__init__()
-        self.channels_last = layout.channels_last
-        channels = layout.shape[-1] if layout.channels_last else layout.shape[0]
-        self.convs = nn.Sequential(
-            nn.Conv2d(channels, 32, kernel_size=8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, kernel_size=4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, kernel_size=3, stride=1), nn.ReLU(),
-            nn.Flatten(),
-        )
-        probe_shape = (1, channels, *(layout.shape[:2] if layout.channels_last else layout.shape[1:]))
-        with torch.no_grad():
-            flat = self.convs(torch.zeros(probe_shape)).shape[1]
-        self.dense = nn.Sequential(nn.Linear(flat, hidden), nn.ReLU())
-        self.out_features = hidden
+        self.encoder = encoder
+        if encoder.image:
+            self.body = nature_cnn(encoder.shape, config.cnn_hidden)
+            self.out_features = config.cnn_hidden
+        else:
+            self.body = mlp(encoder.features, config.hidden_sizes)
+            self.out_features = config.hidden_sizes[-1]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float() / 255.0
-        if self.channels_last:
-            x = x.permute(0, 3, 1, 2)
-        return self.dense(self.convs(x))
-
-
-class MLPTorso(nn.Module):
-    def __init__(self, layout: ObservationLayout, hidden_sizes: list[int]):
-        super().__init__()
-        layers: list[nn.Module] = [nn.Flatten()]
-        width = int(np.prod(layout.shape))
-        for size in hidden_sizes:
-            layers += [nn.Linear(width, size), nn.ReLU()]
-            width = size
-        self.body = nn.Sequential(*layers)
-        self.out_features = width
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.body(obs.float())
+        return self.body(self.encoder(obs))
 
 
 class QNetwork(nn.Module):
@@ -120,6 +82,5 @@ class QNetwork(nn.Module):
         return self.value(features) + advantage - advantage.mean(dim=1, keepdim=True)
 
 
-def build_q_network(layout: ObservationLayout, n_actions: int, config: DQNConfig) -> QNetwork:
-    torso = NatureTorso(layout, config.cnn_hidden) if layout.image else MLPTorso(layout, config.hidden_sizes)
-    return QNetwork(torso, n_actions, config.dueling)
+def build_q_network(space: spaces.Space, n_actions: int, config: DQNConfig, name: str = "this agent") -> QNetwork:
+    return QNetwork(Torso(ObservationEncoder(space, config.network, name=name), config), n_actions, config.dueling)

@@ -10,8 +10,7 @@ _EXPORTS = {
     "ICMConfig": "config",
     "ICMExtension": "learner",
     "ICMModule": "model",
-    "build_agent": "factory",
-    "build_learner": "factory",
+    "build_learner": "learner",
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
+from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
@@ -97,3 +98,7 @@ class ICMExtension(PPOExtension):
 
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else 0.0
+
+
+build_learner = learner_with(ICMExtension)
+"""What the registry calls: PPO's learner with the ICM extension (PPO's agent acts unchanged)."""

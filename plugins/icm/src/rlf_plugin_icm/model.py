@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import torch
 from gymnasium import spaces
-from rlf_plugin_ppo.model import ObsInput
 from torch import nn
 from torch.nn import functional as F
+
+from rlf.nn import ObservationEncoder, conv_stack, flat_size, mlp
+
+PAPER_CONVS = ((32, 3, 2, 1),) * 4
+"""The paper's image encoder: four 3x3 stride-2 convolutions of 32 channels (with ELU)."""
 
 
 class ICMModule(nn.Module):
@@ -15,25 +19,17 @@ class ICMModule(nn.Module):
     def __init__(self, observation_space: spaces.Space, n_actions: int, network: str, feature_dim: int,
                  hidden_size: int):
         super().__init__()
-        self.inputs = ObsInput(observation_space, network)
+        # PPO's observation encoding with the same ``network`` setting: ICM sees what the policy sees
+        self.inputs = ObservationEncoder(observation_space, network)
         self.n_actions = n_actions
         if self.inputs.image:
-            layers: list[nn.Module] = []
-            channels = self.inputs.shape[0]
-            for _ in range(4):  # four 3x3 stride-2 convolutions with ELU, as in the paper
-                layers += [nn.Conv2d(channels, 32, 3, stride=2, padding=1), nn.ELU()]
-                channels = 32
-            self.encoder = nn.Sequential(*layers, nn.Flatten())
-            with torch.no_grad():
-                feature_dim = int(self.encoder(torch.zeros(1, *self.inputs.shape)).shape[1])
+            self.encoder = conv_stack(self.inputs.shape[0], PAPER_CONVS, activation=nn.ELU)
+            feature_dim = flat_size(self.encoder, self.inputs.shape)
         else:
-            self.encoder = nn.Sequential(nn.Linear(self.inputs.shape[0], hidden_size), nn.ELU(),
-                                         nn.Linear(hidden_size, feature_dim))
+            self.encoder = mlp(self.inputs.features, [hidden_size], feature_dim, activation=nn.ELU)
         self.feature_dim = feature_dim
-        self.inverse = nn.Sequential(nn.Linear(2 * feature_dim, hidden_size), nn.ReLU(),
-                                     nn.Linear(hidden_size, n_actions))
-        self.forward_model = nn.Sequential(nn.Linear(feature_dim + n_actions, hidden_size), nn.ReLU(),
-                                           nn.Linear(hidden_size, feature_dim))
+        self.inverse = mlp(2 * feature_dim, [hidden_size], n_actions)
+        self.forward_model = mlp(feature_dim + n_actions, [hidden_size], feature_dim)
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         return self.encoder(self.inputs(obs))

@@ -11,8 +11,7 @@ _EXPORTS = {
     "KNNExtension": "learner",
     "Embedding": "model",
     "EpisodicMemory": "model",
-    "build_agent": "factory",
-    "build_learner": "factory",
+    "build_learner": "learner",
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
+from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
@@ -130,3 +131,7 @@ class KNNExtension(PPOExtension):
         for agent in self.agent_ids:
             self.memories[agent].load_state_dict(state["memories"][agent])
             self.memories[agent].reset()
+
+
+build_learner = learner_with(KNNExtension)
+"""What the registry calls: PPO's learner with the KNN extension (PPO's agent acts unchanged)."""

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
-from rlf_plugin_ppo.model import ObsInput
 from torch import nn
 from torch.nn import functional as F
+
+from rlf.nn import ObservationEncoder, mlp, nature_cnn
 
 
 class Embedding(nn.Module):
@@ -21,23 +22,18 @@ class Embedding(nn.Module):
     def __init__(self, observation_space: spaces.Space, n_actions: int, network: str, kind: str, dim: int,
                  hidden: int):
         super().__init__()
-        self.inputs = ObsInput(observation_space, network)
+        # PPO's observation encoding with the same ``network`` setting: the embedding sees what the policy sees
+        self.inputs = ObservationEncoder(observation_space, network)
         self.kind, self.n_actions = kind, n_actions
         if kind == "random":
             # Random Gaussian projections keep pairwise distances roughly intact (Johnson-Lindenstrauss).
-            size = int(np.prod(self.inputs.shape))
-            self.register_buffer("projection", torch.randn(size, dim) / np.sqrt(dim))
+            self.register_buffer("projection", torch.randn(self.inputs.features, dim) / np.sqrt(dim))
             return
         if self.inputs.image:
-            trunk = nn.Sequential(nn.Conv2d(self.inputs.shape[0], 32, 8, stride=4), nn.ReLU(),
-                                  nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-                                  nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
-            with torch.no_grad():
-                width = int(trunk(torch.zeros(1, *self.inputs.shape)).shape[1])
-            self.encoder = nn.Sequential(trunk, nn.Linear(width, dim))
+            self.encoder = nature_cnn(self.inputs.shape, dim, out_activation=False)
         else:
-            self.encoder = nn.Sequential(nn.Linear(self.inputs.shape[0], hidden), nn.ReLU(), nn.Linear(hidden, dim))
-        self.inverse = nn.Sequential(nn.Linear(2 * dim, hidden), nn.ReLU(), nn.Linear(hidden, n_actions))
+            self.encoder = mlp(self.inputs.features, [hidden], dim)
+        self.inverse = mlp(2 * dim, [hidden], n_actions)
 
     @property
     def learned(self) -> bool:

@@ -7,9 +7,10 @@ RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
 
 @hookimpl
 def rlf_register_algorithms(register):
-    from .config import KNNConfig
-    from .factory import build_agent, build_learner
+    from rlf_plugin_ppo.factory import build_agent  # torch-free; KNN acts with PPO's agent unchanged
 
-    register("knn", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
-             config=KNNConfig, default_env="mario", action_spaces=("discrete",),
+    from .config import KNNConfig
+
+    register("knn", build_agent=build_agent, build_learner="rlf_plugin_knn.learner:build_learner",
+             family=StrategyFamily.ON_POLICY, config=KNNConfig, default_env="mario", action_spaces=("discrete",),
              run_defaults={"num_envs": 8})

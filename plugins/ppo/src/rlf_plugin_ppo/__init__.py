@@ -9,6 +9,7 @@ from importlib import import_module
 _EXPORTS = {
     "build_agent": "factory",
     "build_learner": "factory",
+    "learner_with": "factory",
     "PPOConfig": "config",
     "PPOAgent": "model",
     "PPOLearner": "learner",

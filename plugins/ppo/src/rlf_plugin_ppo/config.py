@@ -32,7 +32,8 @@ class PPOConfig(OnPolicyConfig):
         0.0, ge=0.0, le=10.0,
         description="Stop an agent's update early once its approximate KL exceeds this (0 = never).")
     network: Literal["auto", "mlp", "cnn"] = Field(
-        "auto", description="auto: the Nature-DQN CNN for image observations (C, H, W), else an MLP.")
+        "auto", description="auto: the Nature CNN for images ((C, H, W) or (H, W, C), C <= 16, H and W >= 36; "
+                            "rlf.nn.image_layout), an MLP for everything else.")
     hidden_sizes: list[int] = Field(
         [64, 64], min_length=1, max_length=8,
         description="MLP: hidden layer widths (separate actor and critic networks of this shape).")

@@ -10,13 +10,10 @@ from gymnasium import spaces
 from torch import nn
 
 from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, StateTree, checkpoint
+from rlf.nn import ObservationEncoder, TorchThreads, init_orthogonal, mlp, nature_cnn
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
 
 from .config import PPOConfig
-
-MIN_IMAGE_SIDE = 36
-"""The smallest height/width the Nature-DQN convolution stack (8/4, 4/2, 3/1) leaves at least 1x1 of."""
-MAX_IMAGE_CHANNELS = 16
 
 
 def snapshot(state) -> StateTree:
@@ -25,134 +22,46 @@ def snapshot(state) -> StateTree:
     return checkpoint.map_arrays(to_numpy_tree(state), np.copy)
 
 
-def _init(layer: nn.Module, gain: float) -> nn.Module:
-    # Orthogonal weights keep activations well scaled at the start; small policy-head gains make the
-    # initial policy close to uniform, a unit value-head gain matches returns of order one.
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
-
-
-def image_layout(space: spaces.Space) -> str | None:
-    """"chw" or "hwc" when ``space`` is an image the CNN can read, else None."""
-    if not isinstance(space, spaces.Box) or len(space.shape) != 3:
-        return None
-    c, h, w = space.shape
-    if c <= MAX_IMAGE_CHANNELS and min(h, w) >= MIN_IMAGE_SIDE:
-        return "chw"
-    h, w, c = space.shape
-    if c <= MAX_IMAGE_CHANNELS and min(h, w) >= MIN_IMAGE_SIDE:
-        return "hwc"
-    return None
-
-
-class ObservationEncoder(nn.Module):
-    """Turns a raw observation batch into floats: one-hot for Discrete, /255 for uint8 pixels."""
-
-    def __init__(self, space: spaces.Space):
-        super().__init__()
-        self.one_hot = int(space.n) if isinstance(space, spaces.Discrete) else 0
-        self.offset = int(space.start) if isinstance(space, spaces.Discrete) else 0
-        self.scale = 1.0 / 255.0 if isinstance(space, spaces.Box) and space.dtype == np.uint8 else 1.0
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        if self.one_hot:
-            return nn.functional.one_hot(obs.long().reshape(-1) - self.offset, self.one_hot).float()
-        x = obs.float()
-        return x * self.scale if self.scale != 1.0 else x
-
-
-class ObsInput(nn.Module):
-    """PPO's observation encoding (one-hot ids, pixels / 255), channels-first for images, flat otherwise.
-
-    For extensions' own networks: with the same ``network`` setting as the policy, they see
-    observations the way the policy does (``shape`` is what their first layer gets).
-    """
-
-    def __init__(self, space: spaces.Space, network: str):
-        super().__init__()
-        self.encode = ObservationEncoder(space)
-        layout = image_layout(space)
-        self.image = network == "cnn" or (network == "auto" and layout is not None)
-        self.channels_last = self.image and layout == "hwc"
-        if self.image:
-            self.shape = tuple(space.shape) if layout == "chw" else (space.shape[2], *space.shape[:2])
-        else:
-            self.shape = (self.encode.one_hot or int(np.prod(space.shape)),)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.encode(obs)
-        if not self.image:
-            return x.reshape(len(x), -1)
-        return x.permute(0, 3, 1, 2) if self.channels_last else x
+ObsInput = ObservationEncoder
+"""PPO's former name for ``rlf.nn.ObservationEncoder``, kept for extensions that import it from here."""
 
 
 class MLPActorCritic(nn.Module):
     """Separate actor and critic MLPs: on small control tasks sharing a torso lets the value loss
     disturb the policy features."""
 
-    def __init__(self, obs_space: spaces.Space, n_actions: int, hidden: list[int], activation: str):
+    def __init__(self, encoder: ObservationEncoder, n_actions: int, hidden: list[int], activation: str):
         super().__init__()
-        self.encoder = ObservationEncoder(obs_space)
-        in_features = self.encoder.one_hot or int(np.prod(obs_space.shape))
+        self.encoder = encoder
         act = nn.Tanh if activation == "tanh" else nn.ReLU
-        self.actor = self._mlp(in_features, hidden, act, n_actions, 0.01)
-        self.critic = self._mlp(in_features, hidden, act, 1, 1.0)
-
-    @staticmethod
-    def _mlp(in_features: int, hidden: list[int], act: type[nn.Module], out: int, head_gain: float) -> nn.Sequential:
-        layers: list[nn.Module] = []
-        for width in hidden:
-            layers += [_init(nn.Linear(in_features, width), math.sqrt(2)), act()]
-            in_features = width
-        layers.append(_init(nn.Linear(in_features, out), head_gain))
-        return nn.Sequential(*layers)
-
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.encoder(obs)
-        return x.reshape(x.shape[0], -1)
+        # small policy-head gain: the initial policy is close to uniform; unit value gain: returns of order one
+        self.actor = mlp(encoder.features, hidden, n_actions, activation=act, gain=math.sqrt(2), out_gain=0.01)
+        self.critic = mlp(encoder.features, hidden, 1, activation=act, gain=math.sqrt(2), out_gain=1.0)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self._features(obs)
+        x = self.encoder(obs)
         return self.actor(x), self.critic(x).squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self._features(obs)).squeeze(-1)
+        return self.critic(self.encoder(obs)).squeeze(-1)
 
 
 class CNNActorCritic(nn.Module):
     """The Nature-DQN convolution stack with a shared torso and separate policy and value heads."""
 
-    def __init__(self, obs_space: spaces.Box, n_actions: int, features: int, layout: str):
+    def __init__(self, encoder: ObservationEncoder, n_actions: int, features: int):
         super().__init__()
-        self.encoder = ObservationEncoder(obs_space)
-        self.channels_last = layout == "hwc"
-        shape = obs_space.shape if layout == "chw" else (obs_space.shape[2], *obs_space.shape[:2])
-        gain = math.sqrt(2)
-        convs = nn.Sequential(
-            _init(nn.Conv2d(shape[0], 32, 8, stride=4), gain), nn.ReLU(),
-            _init(nn.Conv2d(32, 64, 4, stride=2), gain), nn.ReLU(),
-            _init(nn.Conv2d(64, 64, 3, stride=1), gain), nn.ReLU(),
-            nn.Flatten(),
-        )
-        with torch.no_grad():
-            flat = convs(torch.zeros(1, *shape)).shape[1]
-        self.torso = nn.Sequential(convs, _init(nn.Linear(flat, features), gain), nn.ReLU())
-        self.policy_head = _init(nn.Linear(features, n_actions), 0.01)
-        self.value_head = _init(nn.Linear(features, 1), 1.0)
-
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.encoder(obs)
-        if self.channels_last:
-            x = x.permute(0, 3, 1, 2)
-        return self.torso(x)
+        self.encoder = encoder
+        self.torso = nature_cnn(encoder.shape, features, gain=math.sqrt(2))
+        self.policy_head = init_orthogonal(nn.Linear(features, n_actions), 0.01)
+        self.value_head = init_orthogonal(nn.Linear(features, 1), 1.0)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self._features(obs)
+        h = self.torso(self.encoder(obs))
         return self.policy_head(h), self.value_head(h).squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.value_head(self._features(obs)).squeeze(-1)
+        return self.value_head(self.torso(self.encoder(obs))).squeeze(-1)
 
 
 def build_network(agent_id: str, obs_space: spaces.Space, action_space: spaces.Space,
@@ -160,41 +69,10 @@ def build_network(agent_id: str, obs_space: spaces.Space, action_space: spaces.S
     if not isinstance(action_space, spaces.Discrete):
         raise ConfigError(f"PPO needs Discrete actions, but agent {agent_id!r} has {action_space}; "
                           "choose an environment with discrete actions")
-    if not isinstance(obs_space, spaces.Box | spaces.Discrete):
-        raise ConfigError(f"PPO reads Box or Discrete observations, but agent {agent_id!r} has {obs_space}; "
-                          "flatten the observation in the environment (e.g. gymnasium FlattenObservation)")
-    layout = image_layout(obs_space)
-    use_cnn = config.network == "cnn" or (config.network == "auto" and layout is not None)
-    if use_cnn:
-        if layout is None:
-            raise ConfigError(f"algo.network='cnn' needs image observations shaped (C, H, W) or (H, W, C) with "
-                              f"H, W >= {MIN_IMAGE_SIDE} and C <= {MAX_IMAGE_CHANNELS}, but agent {agent_id!r} "
-                              f"has {obs_space}; use algo.network='mlp' or 'auto'")
-        return CNNActorCritic(obs_space, int(action_space.n), config.cnn_features, layout)
-    return MLPActorCritic(obs_space, int(action_space.n), config.hidden_sizes, config.activation)
-
-
-DEFAULT_TORCH_THREADS = torch.get_num_threads()
-"""torch's own choice for this machine, read before any agent changes it."""
-
-
-class TorchThreads:
-    """torch's CPU thread count (a per-process setting) for acting and for learning; None: leave it."""
-
-    def __init__(self, acting: int | None, learning: int | None):
-        self.acting = acting
-        self.learning = learning
-
-    def for_acting(self) -> None:
-        self._use(self.acting)
-
-    def for_learning(self) -> None:
-        self._use(self.learning)
-
-    @staticmethod
-    def _use(threads: int | None) -> None:
-        if threads and torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
+    encoder = ObservationEncoder(obs_space, config.network, name=f"PPO's agent {agent_id!r}")
+    if encoder.image:
+        return CNNActorCritic(encoder, int(action_space.n), config.cnn_features)
+    return MLPActorCritic(encoder, int(action_space.n), config.hidden_sizes, config.activation)
 
 
 class PPOAgent(Agent):
@@ -227,18 +105,10 @@ class PPOAgent(Agent):
         self.generator.manual_seed(seed)
 
     def _plan_threads(self) -> TorchThreads:
-        if self.device.type != "cpu":
-            return TorchThreads(None, None)
-        if self.config.torch_threads:
-            return TorchThreads(self.config.torch_threads, self.config.torch_threads)
-        if all(isinstance(n, MLPActorCritic) for n in self.networks.values()):
-            # Small MLPs gain nothing from intra-op threads, and on a busy machine the threads'
-            # synchronisation made each forward pass ~30x slower (measured: 3.2 ms vs 0.1 ms).
-            return TorchThreads(1, 1)
-        # A CNN acts on a batch of a few images while the env workers need every core: a second
-        # thread there cost Mario collection a third of its speed (benchmarks/ppo_mario.py). The
-        # update, with the envs idle, gets torch's default.
-        return TorchThreads(1, DEFAULT_TORCH_THREADS)
+        # For CNNs acting on one thread matters: a second one cost Mario collection a third of its
+        # speed (benchmarks/ppo_mario.py), as the env workers need every core.
+        images = any(isinstance(n, CNNActorCritic) for n in self.networks.values())
+        return TorchThreads.plan(self.config.torch_threads, self.device, images=images)
 
     def tensor(self, array: np.ndarray) -> torch.Tensor:
         array = np.asarray(array)

@@ -10,8 +10,7 @@ _EXPORTS = {
     "RNDConfig": "config",
     "RNDExtension": "learner",
     "RNDNetworks": "model",
-    "build_agent": "factory",
-    "build_learner": "factory",
+    "build_learner": "learner",
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
+from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout, RunningNormalizer, compute_gae
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
@@ -165,3 +166,7 @@ class RNDExtension(PPOExtension):
 
 def _mean(values: list[float]) -> float:
     return float(np.mean(values)) if values else 0.0
+
+
+build_learner = learner_with(RNDExtension)
+"""What the registry calls: PPO's learner with the RND extension (PPO's agent acts unchanged)."""

@@ -7,9 +7,10 @@ RLF_API_VERSION = 1  # the rlf plugin API this plugin was written for
 
 @hookimpl
 def rlf_register_algorithms(register):
-    from .config import RNDConfig
-    from .factory import build_agent, build_learner
+    from rlf_plugin_ppo.factory import build_agent  # torch-free; RND acts with PPO's agent unchanged
 
-    register("rnd", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
-             config=RNDConfig, default_env="mario", action_spaces=("discrete",),
+    from .config import RNDConfig
+
+    register("rnd", build_agent=build_agent, build_learner="rlf_plugin_rnd.learner:build_learner",
+             family=StrategyFamily.ON_POLICY, config=RNDConfig, default_env="mario", action_spaces=("discrete",),
              run_defaults={"num_envs": 8})
