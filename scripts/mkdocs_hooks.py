@@ -8,6 +8,7 @@ the repository's files and on the site.
   installed, so the site shows exactly this checkout.
 * A relative link is resolved against its file's place in the repository and pointed at the page
   that file became (``docs/X.md`` -> ``X.md``, ``plugins/N/README.md`` -> ``plugins/N.md``); a link to
+  another file of the repository (a compose file, a script) becomes its path in text; a link to
   anything else is left alone, so ``mkdocs build --strict`` reports it as broken.
 * Optional pages (``SCALE.md``, ``results/``) join the navigation when they exist.
 """
@@ -28,7 +29,7 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))
-LINK = re.compile(r"(\]\()([^)\s]+)(\))")
+LINK = re.compile(r"(\[[^\]]*\]\()([^)\s]+)(\))")
 _sources: dict[str, str] = {}  # site page path -> its file in the repository
 
 
@@ -89,6 +90,8 @@ def on_page_markdown(markdown: str, page, **kwargs) -> str:
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(source), path))
         site = _repo_to_site(resolved)
         if site is None:
+            if path and (ROOT / resolved).is_file():  # a repository file, not a page: name it instead
+                return f"{match.group(1)[1:-2]} (`{resolved}` in the repository)"
             return match.group(0)
         relative = posixpath.relpath(site, posixpath.dirname(uri) or ".")
         return f"{match.group(1)}{relative}{hash_}{fragment}{match.group(3)}"
