@@ -1,6 +1,6 @@
 """The learning side of DQN: replay, target networks and the TD update, one set per agent id.
 
-Independent learners (seed 002): every agent has its own network, optimizer and replay, and learns
+Independent learners (as in PPAGE's predator-prey baselines): every agent has its own network, optimizer and replay, and learns
 only from its own rewards. What they share is the optimizer-step counter that times target syncs,
 so ``target_update_interval`` counts optimizer steps of all agents together.
 """
