@@ -384,8 +384,13 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
     claims: dict[tuple[str, str], list[str]] = {}
 
     def _claim(table: dict, name: str, plugin: str, kind: str) -> None:
-        # Every claim is recorded and the name goes to no one when there are several: letting the
-        # first one found win is how an impostor on the path became `ppo`.
+        # The core's own names (gym:, its strategies and collectors) stay the core's: a plugin that
+        # claims one gets the error. Between plugins every claim is recorded and the name goes to
+        # no one when there are several: letting the first one found win is how an impostor on the
+        # path became `ppo`.
+        if name in table and table[name].plugin == "rlf":
+            raise PluginError(f"{kind} {name!r} is already registered by plugin 'rlf' (the core); "
+                              "choose another name")
         claims.setdefault((kind, name), []).append(plugin)
 
     def strategy_registrar(plugin: str):
@@ -464,7 +469,7 @@ def _drop_conflicts(registry: Registry, claims: dict[tuple[str, str], list[str]]
         owners = []
         for plugin in plugins:
             info = registry.plugins[plugin]
-            getattr(info, f"{kind}s").remove(name)
+            getattr(info, "strategies" if kind == "strategy" else f"{kind}s").remove(name)
             owners.append(f"{info.distribution or plugin} {info.version or ''}".strip() + f" (entry point {plugin!r})")
         message = (f"{kind} {name!r} is registered by {len(plugins)} plugins: {', '.join(owners)}; neither is used. "
                    "Uninstall all but one (pip uninstall DIST)")

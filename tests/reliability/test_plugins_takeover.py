@@ -158,3 +158,22 @@ def test_every_installed_plugin_passes_the_check():
     check = run_rlf("--strict", "plugins", "--check")
     assert check.returncode == 0, check.stdout + check.stderr
     assert "builders import" in check.stdout
+
+
+def test_a_plugin_cannot_claim_a_core_name():
+    """The core's own names stay the core's: the claiming plugin gets the error, gym:<id> keeps working."""
+    from support import LineConfig
+
+    from rlf import hookimpl
+    from rlf.plugins import load_registry
+
+    class Squatter:
+        RLF_API_VERSION = 1
+
+        @hookimpl
+        def rlf_register_environments(self, register):
+            register("gym:", build_env="support:make_line", config=LineConfig)
+
+    reg = load_registry(extra_plugins=[("squatter", Squatter())])
+    assert "already registered by plugin 'rlf'" in reg.plugins["squatter"].error
+    assert reg.environment("gym:CartPole-v1").plugin == "rlf"
