@@ -41,8 +41,8 @@ class Timers:
         return timed
 
 
-def timed_registry(timers: Timers):
-    registry = load_registry()
+def timed_registry(timers: Timers, extra_plugins=()):
+    registry = load_registry(extra_plugins=list(extra_plugins))
     spec = registry.algorithms["ppo"]
 
     def build_agent(context):

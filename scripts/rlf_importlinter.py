@@ -7,7 +7,15 @@ This contract forbids every imported top-level package whose name starts with a 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from importlinter import Contract, ContractCheck, fields, output
+
+# pyproject.toml's root_packages name every plugin, read from source: run import-linter through this
+# file (`python scripts/rlf_importlinter.py --config pyproject.toml`, as tox's lint env does) and every
+# plugins/*/src is on the path without a PYTHONPATH entry per plugin.
+sys.path.extend(str(src) for src in sorted((Path(__file__).resolve().parent.parent / "plugins").glob("*/src")))
 
 
 class ForbiddenPrefixContract(Contract):
@@ -37,3 +45,9 @@ class ForbiddenPrefixContract(Contract):
         for chain in check.metadata["chains"]:
             output.print_error(f"{chain[0]} imports {chain[-1]}: " + " -> ".join(chain))
             output.new_line()
+
+
+if __name__ == "__main__":
+    from importlinter.cli import lint_imports_command
+
+    lint_imports_command()

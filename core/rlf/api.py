@@ -20,6 +20,7 @@ import gymnasium
 from pydantic import BaseModel
 
 from . import checkpoint as ckpt
+from . import rundir
 from .callbacks import Callback, PeriodicEval, StopAt
 from .config import (
     SECTIONS,
@@ -33,6 +34,7 @@ from .config import (
 )
 from .envs import Collector, EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
 from .errors import CheckpointError, ConfigError, IncompatibleError
+from .finite import check_tree
 from .interfaces import BuildContext
 from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec, check_builders
 from .plugins import registry as default_registry
@@ -187,6 +189,10 @@ class Algorithm:
         self.strategy = None
         self._agent_state = None
         self._pending: dict[str, Any] | None = None
+        # True once run_dir holds this object's own run (loaded from it, or trained into it): training
+        # continues it. False: the directory must not hold another run (unless overwrite=True).
+        self._continues = False
+        self._saved_step: int | None = None
         self.stop_reason: str | None = None
         """Why the last ``train()`` stopped before its budget (a ``stop_at`` callback), else None."""
 
@@ -224,18 +230,50 @@ class Algorithm:
         return env_spec
 
     def train(self, steps: int | None = None, progress: bool | None = None,
-              callbacks: Sequence[Callback] = ()) -> dict[str, float]:
+              callbacks: Sequence[Callback] = (), overwrite: bool = False) -> dict[str, float]:
         """Train until ``steps`` total env steps (default: the run config's), writing the run directory.
 
-        ``callbacks`` run after the configured loggers, plugin callbacks and built-in evaluation."""
+        ``callbacks`` run after the configured loggers, plugin callbacks and built-in evaluation.
+        The run directory is locked while training. A directory that already holds another run is
+        refused unless ``overwrite`` (which removes that run's files first); continuing this object's
+        own run (after ``rlf.load(run_dir)`` or an earlier ``train()``) first cuts ``metrics.csv`` and
+        ``episodes.csv`` back to the checkpoint's env step.
+        """
         run = self.resolved.run
-        if steps is not None:
-            run.steps = steps
-        if progress is not None:
-            run.progress = progress
+        done = int(self.counters.get("env_steps", 0))
+        target = run.steps if steps is None else steps
+        if done and target <= done:
+            raise ConfigError(f"this run is already at env step {done:,}, so a target of {target:,} steps trains "
+                              f"nothing; pass a larger total, e.g. --steps {done + max(done // 2, 1)}")
+        run_dir = rundir.validate(self.run_dir)
         env_spec = self.check()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = rundir.RunDirLock(run_dir)
+        try:
+            lock.acquire()
+            if self._continues:
+                rundir.truncate_history(run_dir, done)
+            elif overwrite:
+                rundir.remove_run(run_dir)
+            else:
+                rundir.refuse_existing_run(run_dir)
+            if steps is not None:
+                run.steps = steps
+            if progress is not None:
+                run.progress = progress
+            return self._train_locked(env_spec, callbacks)
+        except OSError as exc:
+            error = rundir.disk_error(exc, run_dir, self.counters.get("env_steps"))
+            if error is None:
+                raise
+            raise error from None
+        finally:
+            lock.release()
+
+    def _train_locked(self, env_spec, callbacks: Sequence[Callback]) -> dict[str, float]:
+        run = self.resolved.run
         self._write_run_file()
+        self._continues = True
+        self._saved_step = None
         context = self._context(env_spec)
         if self._pending is None and self.strategy is not None and self.strategy.agent is not None:
             # train() again on the same object continues, exactly as a resume from a checkpoint would
@@ -246,7 +284,11 @@ class Algorithm:
                                        self.resolved.strategy)
         if self._pending is not None:
             self.strategy.load_state_dict(self._pending["strategy"])
-            set_rng_state(self._pending["rng"])
+            try:
+                set_rng_state(self._pending["rng"])
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise CheckpointError(f"the checkpoint's RNG state (rng) is unusable ({type(exc).__name__}: {exc}); "
+                                      "it was not written by this rlf or was edited") from None
             self._pending = None
         trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters,
                           self._callbacks(callbacks))
@@ -289,7 +331,15 @@ class Algorithm:
 
     def _save_checkpoint(self, trainer_state: dict[str, Any], name: str = CHECKPOINT_FILE) -> Path:
         path = self.run_dir / name
-        ckpt.save(path, self._checkpoint_state(trainer_state))
+        step = trainer_state["counters"]["env_steps"]
+        main = name == CHECKPOINT_FILE
+        if main and step == self._saved_step:  # the final checkpoint right after an interval one: same state
+            return path
+        # NaN weights never replace the last good checkpoint: the run stops here instead.
+        check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step {step}", self.run_dir)
+        ckpt.save(path, self._checkpoint_state(trainer_state), keep=self.resolved.run.keep_checkpoints if main else 1)
+        if main:
+            self._saved_step = step
         return path
 
     def save(self, path: Path | str) -> Path:
@@ -304,6 +354,7 @@ class Algorithm:
             trainer_state = {key: self._pending[key] for key in ("counters", "rng", "strategy")}
         else:
             raise CheckpointError("nothing to save yet: call train() first (or rlf.load a checkpoint)")
+        check_tree(trainer_state["strategy"], "strategy", "the state to save", None)
         ckpt.save(path, self._checkpoint_state(trainer_state))
         return path
 
@@ -328,7 +379,7 @@ class Algorithm:
         try:
             context = self._context(envs.spec)
             agent = self.resolved.algorithm.build_agent(context)
-            agent.load_state_dict(state)
+            ckpt.load_into(agent, state, "agent", check_shapes=True)
             tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
             obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
             rows: list[dict[str, float]] = []
@@ -379,6 +430,21 @@ def _default_run_dir(run: RunConfig) -> Path:
     return Path("runs") / f"{run.algorithm}-{safe_env}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _previous_hint(path: Path) -> str:
+    """Where the latest checkpoint is unreadable, name the newest kept copy (keep_checkpoints) that reads."""
+    for index in range(1, 100):
+        older = ckpt.previous(path, index)
+        if not older.is_file():
+            return ""
+        try:
+            steps = ckpt.validate_state(older, ckpt.load(older)).counters.get("env_steps")
+        except CheckpointError:
+            continue
+        return (f"; the previous checkpoint {older.name} (env step {steps}) is intact: copy it over "
+                f"{path.name} to resume from it")
+    return ""
+
+
 def make(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
          overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
          registry: Registry | None = None) -> Algorithm:
@@ -399,18 +465,18 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
                                   "pass the directory `rlf train` created")
         path = path / CHECKPOINT_FILE
         if not path.is_file():
-            raise CheckpointError(f"run directory {run_dir} has no checkpoint yet; start a new run instead")
+            raise CheckpointError(f"run directory {run_dir} has no checkpoint yet (it stopped before its first "
+                                  f"one); start it again with `rlf train ALGO --run-dir {run_dir} --overwrite`")
     elif not path.exists():
         raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
-    state = ckpt.load(path)
     try:
-        config = state["config"]
-        algorithm, env = config["run"]["algorithm"], config["run"]["env"]
-        counters = {k: int(v) for k, v in state["counters"].items()}
-        state["strategy"]["agent"]
-    except (KeyError, TypeError):
-        raise CheckpointError(f"checkpoint {path} is incomplete or foreign; it was not written by rlf") from None
-    config = {section: dict(values) for section, values in config.items()}
+        state = ckpt.load(path)
+        checked = ckpt.validate_state(path, state)
+    except CheckpointError as exc:
+        if run_dir is None:
+            raise
+        raise CheckpointError(f"{exc}{_previous_hint(path)}") from None
+    config = {section: dict(values) for section, values in state["config"].items()}
     _refuse_changed_names(config["run"], parse_overrides(overrides))
     changed = parse_overrides(overrides)["run"]
     vector = changed.get("vector")
@@ -419,12 +485,16 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     for kind in ("logger", "callback"):  # keep the saved settings of those the resume still selects
         if isinstance(changed.get(f"{kind}s"), list) and isinstance(config.get(kind), dict):
             config[kind] = {name: values for name, values in config[kind].items() if name in changed[f"{kind}s"]}
-    if run_dir is not None:
-        config["run"]["run_dir"] = str(run_dir)
+    # A checkpoint file's stored run directory is never trusted as a place to write: it may be someone
+    # else's run, or a path chosen by whoever made the file. Training a loaded file starts a new run
+    # directory (the default name, or run_dir= in overrides); a loaded run directory continues itself.
+    config["run"]["run_dir"] = str(run_dir) if run_dir is not None else None
     registry = registry or default_registry()
-    resolved = resolve(algorithm, env, config=config, overrides=overrides, registry=registry)
+    resolved = resolve(checked.config.run.algorithm, checked.config.run.env, config=config, overrides=overrides,
+                       registry=registry)
     algo = Algorithm(resolved, run_dir=run_dir or resolved.run.run_dir, registry=registry)
-    algo.counters = counters
+    algo._continues = run_dir is not None
+    algo.counters = dict(checked.counters)
     algo._agent_state = state["strategy"]["agent"]
     algo._pending = state
     return algo

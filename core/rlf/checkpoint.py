@@ -10,15 +10,18 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 
 FORMAT = "rlf-checkpoint"
 FORMAT_VERSION = 1
@@ -73,8 +76,12 @@ def _hashable(key: Any) -> Any:
     return tuple(_hashable(k) for k in key) if isinstance(key, list | tuple) else key
 
 
-def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None]) -> None:
-    """Write through a temporary file in the same directory and rename it over ``path``."""
+def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
+                 before_replace: Callable[[], None] | None = None) -> None:
+    """Write through a temporary file in the same directory and rename it over ``path``.
+
+    ``before_replace`` runs once the new data is safely on disk, just before the rename.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -84,6 +91,8 @@ def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None]) -> None
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -95,7 +104,9 @@ def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None]) -> None
         os.close(dir_fd)
 
 
-def save(path: Path, state: dict[str, Any]) -> None:
+def save(path: Path, state: dict[str, Any], keep: int = 1) -> None:
+    """Write ``state`` to ``path`` atomically; with ``keep`` > 1 the ``keep - 1`` previous checkpoints
+    stay beside it as ``<stem>-1<suffix>`` (newest) ... so one bad write is never the only copy."""
     arrays: dict[str, np.ndarray] = {}
     structure = {"format": FORMAT, "format_version": FORMAT_VERSION, "state": _encode(state, arrays)}
 
@@ -106,31 +117,252 @@ def save(path: Path, state: dict[str, Any]) -> None:
                 with archive.open(f"arrays/{key}.npy", "w", force_zip64=True) as out:
                     np.lib.format.write_array(out, array, allow_pickle=False)
 
-    atomic_write(path, write)
+    atomic_write(path, write, before_replace=lambda: _rotate(Path(path), keep))
 
 
-def load(path: Path) -> dict[str, Any]:
+def previous(path: Path, index: int) -> Path:
+    path = Path(path)
+    return path.with_name(f"{path.stem}-{index}{path.suffix}")
+
+
+def _rotate(path: Path, keep: int) -> None:
+    """Shift the kept copies one place back; the newest becomes ``-1`` as a hard link, so that at
+    every instant ``path`` itself still names a complete checkpoint. With ``keep`` 1 nothing beside
+    ``path`` is touched (``x-1.rlf`` next to a saved ``x.rlf`` may be the user's own file)."""
+    if keep <= 1:
+        return
+    extra = keep
+    while previous(path, extra).is_file():  # keep_checkpoints was lowered since they were written
+        previous(path, extra).unlink()
+        extra += 1
+    if not path.is_file():
+        return
+    for index in range(keep - 1, 0, -1):
+        older = previous(path, index)
+        if older.is_file():
+            if index + 1 < keep:
+                os.replace(older, previous(path, index + 1))
+            else:
+                older.unlink()
+    newest = previous(path, 1)
+    try:
+        os.link(path, newest)
+    except OSError:  # a filesystem without hard links: copy, still atomically
+        import shutil
+
+        def copy(handle) -> None:
+            with path.open("rb") as source:
+                shutil.copyfileobj(source, handle, 1 << 24)
+
+        atomic_write(newest, copy)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+GiB = 1 << 30
+
+
+class Limits(BaseModel):
+    """Caps on what reading a checkpoint may cost, checked before anything is read or allocated.
+
+    Sized from real checkpoints (``benchmarks/checkpoint_sizes.py``; numbers in docs/TESTING.md): a
+    Mario DQN checkpoint with its default 50,000-transition replay is about 0.4 GB, a Mario PPO one
+    20 MB; both have about 60 members, a structure.json of about 12 kB nested 11 deep. The caps leave
+    two orders of magnitude or more on top (a replay of millions of frames needs a raised cap). Override one with the environment variable
+    ``RLF_CHECKPOINT_<FIELD>`` (e.g. ``RLF_CHECKPOINT_MAX_TOTAL_BYTES=200000000000``) or pass
+    ``limits=`` to :func:`load`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_total_bytes: int = Field(64 * GiB, ge=1, description="Sum of the members' uncompressed sizes.")
+    max_array_bytes: int = Field(32 * GiB, ge=1, description="One array's size, from its .npy header.")
+    max_members: int = Field(100_000, ge=1, description="Files in the archive.")
+    max_json_bytes: int = Field(64 << 20, ge=1, description="Size of structure.json.")
+    max_json_depth: int = Field(64, ge=4, description="Nesting depth of structure.json.")
+    max_compression_ratio: float = Field(
+        50.0, ge=1, description="Uncompressed/compressed size of one member (rlf writes them uncompressed).")
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        values = {}
+        for name in cls.model_fields:
+            raw = os.environ.get(f"RLF_CHECKPOINT_{name.upper()}")
+            if raw is not None:
+                values[name] = raw
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            raise ConfigError(f"RLF_CHECKPOINT_{str(problem['loc'][0]).upper()}: {problem['msg']}; "
+                              "set it to a positive number or unset it") from None
+
+
+class Manifest(BaseModel):
+    """structure.json after the format check: the version and the state tree (an object)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str
+    format_version: StrictInt
+    state: dict[str, Any]
+
+
+_MEMBER = re.compile(r"arrays/a\d{1,9}\.npy")
+
+
+def load(path: Path, limits: Limits | None = None) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
+    limits = limits or Limits.from_env()
     try:
         with zipfile.ZipFile(path) as archive:
-            structure = json.loads(archive.read("structure.json"))
-            if structure.get("format") != FORMAT:
-                raise CheckpointError(f"{path} is not an rlf checkpoint")
-            if structure.get("format_version", 0) > FORMAT_VERSION:
-                raise CheckpointError(f"{path} was written by a newer rlf; upgrade rlf to read it")
+            members = _check_members(path, archive, limits)
+            structure = _read_structure(path, archive, members["structure.json"], limits)
 
-            def read(key: str) -> np.ndarray:
-                with archive.open(f"arrays/{key}.npy") as handle:
-                    return np.lib.format.read_array(io.BytesIO(handle.read()), allow_pickle=False)
+            def read(key: Any) -> np.ndarray:
+                info = members.get(f"arrays/{key}.npy") if isinstance(key, str) else None
+                if info is None:
+                    raise CheckpointError(f"checkpoint {path} is corrupt: array {key!r} is referenced but missing; "
+                                          "restore it from a backup or start a new run")
+                return _read_array(path, archive, info, limits)
 
-            return _decode(structure["state"], read)
+            return _decode(structure, read)
     except CheckpointError:
         raise
-    except (zipfile.BadZipFile, KeyError, ValueError, OSError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {path} is corrupt ({type(exc).__name__}: {exc}); "
+    except MemoryError:
+        raise CheckpointError(f"checkpoint {path} needs more memory than this machine has available "
+                              f"({path.stat().st_size:,} bytes on disk); load it on a larger machine") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, ValueError, TypeError, OSError, EOFError,
+            NotImplementedError, RuntimeError, OverflowError, zlib.error) as exc:
+        raise CheckpointError(f"checkpoint {path} is corrupt ({type(exc).__name__}: {_short(exc)}); "
                               "restore it from a backup or start a new run") from None
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _too_big(path: Path, what: str, size: float, limit: float, field: str) -> CheckpointError:
+    return CheckpointError(f"checkpoint {path} is refused: {what} is {size:,.0f}, over the limit of {limit:,.0f}; "
+                           f"if you trust this file, raise it with RLF_CHECKPOINT_{field.upper()}")
+
+
+def _check_members(path: Path, archive: zipfile.ZipFile, limits: Limits) -> dict[str, zipfile.ZipInfo]:
+    infos = archive.infolist()
+    if len(infos) > limits.max_members:
+        raise _too_big(path, "its member count", len(infos), limits.max_members, "max_members")
+    members: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    file_size = path.stat().st_size
+    for info in infos:
+        name = info.filename
+        if name != "structure.json" and not _MEMBER.fullmatch(name):
+            raise CheckpointError(f"checkpoint {path} is refused: it holds {name[:80]!r}, which rlf never writes "
+                                  "(only structure.json and arrays/a<N>.npy); it was not written by rlf")
+        if name in members:
+            raise CheckpointError(f"checkpoint {path} is refused: {name!r} appears twice; it was not written by rlf")
+        if info.flag_bits & 0x1:
+            raise CheckpointError(f"checkpoint {path} is refused: {name!r} is encrypted; it was not written by rlf")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise CheckpointError(f"checkpoint {path} is refused: {name!r} uses an unsupported compression")
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name!r} declares two different sizes")
+        if info.header_offset + info.compress_size > file_size:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {name!r} claims {info.compress_size:,} bytes, "
+                                  "larger than the file; restore it from a backup or start a new run")
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.compress_type != zipfile.ZIP_STORED and ratio > limits.max_compression_ratio:
+            raise _too_big(path, f"{name!r}'s compression ratio (a zip bomb?)", ratio, limits.max_compression_ratio,
+                           "max_compression_ratio")
+        total += info.file_size
+        members[name] = info
+    if total > limits.max_total_bytes:
+        raise _too_big(path, "its uncompressed size", total, limits.max_total_bytes, "max_total_bytes")
+    if "structure.json" not in members:
+        raise CheckpointError(f"checkpoint {path} is corrupt: it has no structure.json; "
+                              "restore it from a backup or start a new run")
+    return members
+
+
+def _read_structure(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits) -> Any:
+    if info.file_size > limits.max_json_bytes:
+        raise _too_big(path, "structure.json", info.file_size, limits.max_json_bytes, "max_json_bytes")
+    try:
+        data = json.loads(archive.read(info))
+    except RecursionError:
+        data = None
+        depth = limits.max_json_depth + 1
+    else:
+        depth = _depth(data, limits.max_json_depth)
+    if depth > limits.max_json_depth:
+        raise _too_big(path, "structure.json's nesting depth", depth, limits.max_json_depth, "max_json_depth")
+    if not isinstance(data, dict):
+        raise CheckpointError(f"checkpoint {path} is not an rlf checkpoint: structure.json holds a "
+                              f"{type(data).__name__}, not an object")
+    if data.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not an rlf checkpoint")
+    version = data.get("format_version", 0)
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise CheckpointError(f"{path} was written by a newer rlf; upgrade rlf to read it")
+    try:
+        return Manifest.model_validate(data).state
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"])
+        raise CheckpointError(f"checkpoint {path} is corrupt: structure.json {where}: {problem['msg'].lower()}; "
+                              "restore it from a backup or start a new run") from None
+
+
+def _depth(tree: Any, limit: int) -> int:
+    """Nesting depth, iteratively (a recursive walk is what a deep file would attack), stopping past limit."""
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            todo.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def _read_array(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits) -> np.ndarray:
+    """Header first: dtype and size are checked before a byte of data is read or allocated."""
+    fmt = np.lib.format
+    with archive.open(info) as handle:
+        version = fmt.read_magic(handle)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(handle)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = fmt.read_array_header_2_0(handle)
+        else:
+            raise ValueError(f"unsupported .npy version {version}")
+        if dtype.hasobject:
+            raise CheckpointError(f"checkpoint {path} is refused: {info.filename} holds Python objects, which "
+                                  "could run code when read; it was not written by rlf")
+        count = 1
+        for dim in shape:
+            count *= int(dim)
+        nbytes = count * dtype.itemsize
+        if nbytes > limits.max_array_bytes:
+            raise _too_big(path, f"{info.filename} (from its header)", nbytes, limits.max_array_bytes,
+                           "max_array_bytes")
+        header = handle.tell() if handle.seekable() else None
+        if header is not None and header + nbytes != info.file_size:
+            raise CheckpointError(f"checkpoint {path} is corrupt: {info.filename} declares {shape} {dtype} "
+                                  f"({nbytes:,} bytes) but holds {info.file_size - header:,}")
+        array = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        view = memoryview(array.reshape(-1, order="A").view(np.uint8)) if nbytes else memoryview(b"")
+        done = 0
+        while done < nbytes:
+            got = handle.readinto(view[done:done + (16 << 20)])
+            if not got:
+                raise EOFError(f"{info.filename} ends after {done:,} of {nbytes:,} bytes")
+            done += got
+        return array
 
 
 def map_arrays(tree: Any, fn: Callable[[np.ndarray], Any]) -> Any:
@@ -144,3 +376,138 @@ def map_arrays(tree: Any, fn: Callable[[np.ndarray], Any]) -> Any:
     if isinstance(tree, tuple):
         return tuple(map_arrays(v, fn) for v in tree)
     return tree
+
+
+# -- what a run checkpoint must hold, and loading it into live objects ------------------------------
+
+
+class _RunSection(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    algorithm: StrictStr
+    env: StrictStr
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    run: _RunSection
+    algo: dict[str, Any]
+    env: dict[str, Any]
+
+
+class _Rng(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    python: tuple[Any, ...] | list[Any]
+    numpy: dict[str, Any]
+
+
+class _Strategy(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    agent: Any
+    learner: Any
+
+
+class RunState(BaseModel):
+    """The parts of a training checkpoint that ``rlf.load`` needs before any plugin code sees it."""
+
+    model_config = ConfigDict(extra="allow")
+    config: _Config
+    counters: dict[str, StrictInt]
+    rng: _Rng
+    strategy: _Strategy
+
+
+_PARTS = {"strategy.learner": "the learner's state", "strategy.agent": "the agent's weights",
+          "rng": "the RNG state", "counters": "the step counters", "config": "the run config",
+          "strategy": "the agent's and learner's state"}
+
+
+def validate_state(path: Path, state: Any) -> RunState:
+    try:
+        return RunState.model_validate(state)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(p) for p in problem["loc"])
+        part = next((f" ({text})" for key, text in _PARTS.items() if where == key or where.startswith(key + ".")), "")
+        what = f"has no {where}{part}" if problem["type"] == "missing" else \
+            f"has an unusable {where}{part}: {problem['msg'].lower()}"
+        raise CheckpointError(f"checkpoint {path} {what}; it is incomplete or was not written by rlf") from None
+
+
+def describe_mismatch(expected: Any, got: Any, path: str, out: list[str] | None = None,
+                      shapes_only: bool = False) -> list[str]:
+    """Per-tensor differences between what an object's ``state_dict()`` has and what a checkpoint holds.
+
+    ``shapes_only``: only arrays present on both sides whose shapes differ, where the model's array is
+    not empty (lists of different lengths, missing keys and dtypes are left to the target's own
+    ``load_state_dict``).
+    """
+    out = [] if out is None else out
+    want, have = _to_array(expected), _to_array(got)
+    if want is not None or have is not None:
+        if want is None or have is None:
+            if not shapes_only:
+                out.append(f"{path}: checkpoint {_kind(got)}, model {_kind(expected)}")
+        elif shapes_only:
+            # A model array that starts empty is storage that grows (a tabular agent's table), not a weight.
+            if want.size and want.shape != have.shape:
+                out.append(f"{path}: checkpoint {tuple(have.shape)} {have.dtype}, model {tuple(want.shape)} {want.dtype}")
+        elif want.shape != have.shape or want.dtype != have.dtype:
+            out.append(f"{path}: checkpoint {tuple(have.shape)} {have.dtype}, model {tuple(want.shape)} {want.dtype}")
+    elif isinstance(expected, dict) and isinstance(got, dict):
+        for key in expected:
+            if key in got:
+                describe_mismatch(expected[key], got[key], f"{path}.{key}", out, shapes_only)
+            elif not shapes_only:
+                out.append(f"{path}.{key}: missing from the checkpoint")
+        if not shapes_only:
+            out.extend(f"{path}.{key}: in the checkpoint but not in the model" for key in got if key not in expected)
+    elif isinstance(expected, list | tuple) and isinstance(got, list | tuple):
+        if len(expected) == len(got):
+            for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+                describe_mismatch(e, g, f"{path}[{i}]", out, shapes_only)
+        elif not shapes_only:
+            out.append(f"{path}: checkpoint has {len(got)} entries, model {len(expected)}")
+    elif shapes_only:
+        pass
+    elif type(expected) is not type(got) and not (_number(expected) and _number(got)):
+        out.append(f"{path}: checkpoint {_kind(got)}, model {_kind(expected)}")
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    array = _to_array(value)
+    if array is not None:
+        return f"array {tuple(array.shape)} {array.dtype}"
+    return f"a {type(value).__name__}"
+
+
+def load_into(target: Any, state: Any, name: str, check_shapes: bool = False) -> None:
+    """``target.load_state_dict(state)``; a checkpoint that does not fit is one line naming each tensor.
+
+    ``check_shapes`` compares every array's shape with the target's own ``state_dict()`` first, for
+    targets whose state has fixed shapes (an agent's weights; not a learner's replay): a plugin whose
+    ``load_state_dict`` accepts any shape would otherwise fail later, far from the cause.
+    """
+    if check_shapes:
+        problems = describe_mismatch(target.state_dict(), state, name, shapes_only=True)
+        if problems:
+            raise _misfit(name, problems, None)
+    try:
+        target.load_state_dict(state)
+    except (KeyError, ValueError, TypeError, RuntimeError, IndexError, AttributeError) as exc:
+        try:
+            problems = describe_mismatch(target.state_dict(), state, name)
+        except Exception:  # noqa: BLE001 - the original error is what to report then
+            problems = []
+        raise _misfit(name, problems, exc) from None
+
+
+def _misfit(name: str, problems: list[str], exc: BaseException | None) -> CheckpointError:
+    shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
+    detail = shown or f"{type(exc).__name__}: {_short(exc)}"
+    return CheckpointError(f"the checkpoint does not fit this {name} ({detail}); it was written with another "
+                           "configuration or plugin version: train with the same settings, or start a new run")

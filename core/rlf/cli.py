@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--config", type=Path, help="TOML file with [run], [algo], [env] and [collector] tables")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set algo.lr=3e-4 --set num_envs=8")
-    train.add_argument("--run-dir", type=Path, help="where to write the run (default runs/<algo>-<env>-<time>)")
+    train.add_argument("--run-dir", help="where to write the run (default runs/<algo>-<env>-<time>)")
+    train.add_argument("--overwrite", action="store_true", help="replace the run already in --run-dir")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -131,23 +132,23 @@ def _train(args) -> int:
     if args.no_progress:
         overrides.append("run.progress=false")
     if args.resume:
-        if args.algorithm or args.env or args.config or args.run_dir:
-            raise ConfigError("--resume continues a run as it was configured; drop ALGORITHM, --env, --config "
-                              "and --run-dir (only --steps and --set may change)")
+        if args.algorithm or args.env or args.config or args.run_dir is not None or args.overwrite:
+            raise ConfigError("--resume continues a run as it was configured; drop ALGORITHM, --env, --config, "
+                              "--run-dir and --overwrite (only --steps and --set may change)")
         algo = api.load(args.resume, overrides=overrides)
         algo.check()
         print(f"resuming {algo.run_dir} at env step {algo.counters.get('env_steps', 0)}", file=sys.stderr)
     else:
         if not args.algorithm:
             raise ConfigError("name an algorithm to train (see `rlf list`) or pass --resume RUN_DIR")
-        if args.run_dir:
-            overrides.append(f"run.run_dir={json.dumps(str(args.run_dir))}")
+        if args.run_dir is not None:
+            overrides.append(f"run.run_dir={json.dumps(args.run_dir)}")
         algo = api.make(args.algorithm, args.env, config_file=args.config, overrides=overrides)
         algo.check()
         print(f"training {algo.resolved.run.algorithm} on {algo.resolved.run.env}; run directory {algo.run_dir}",
               file=sys.stderr)
     try:
-        summary = algo.train()
+        summary = algo.train(overwrite=args.overwrite)
     except Interrupted as exc:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED

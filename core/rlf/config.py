@@ -139,6 +139,9 @@ class RunConfig(StrictModel):
         0, ge=0, le=10_000,
         description="Dead or hung subprocess env workers to replace (fresh episodes on their envs) before stopping.")
     save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
+    keep_checkpoints: int = Field(
+        2, ge=1, le=100,
+        description="Checkpoints kept: checkpoint.rlf plus the previous ones as checkpoint-1.rlf, ... (1 = latest only).")
     progress: bool = Field(True, description="Show a progress bar on the console.")
     loggers: list[str] = Field(
         ["csv", "tensorboard", "progress"],
@@ -151,6 +154,13 @@ class RunConfig(StrictModel):
     eval_episodes: int = Field(10, ge=1, le=100_000, description="Episodes per evaluation during training.")
     stop_at: StopAtConfig | None = Field(
         None, description='Stop early, e.g. {metric="eval/return", value=475}.')
+
+    @field_validator("run_dir", mode="before")
+    @classmethod
+    def _run_dir(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():  # Path("") would silently mean the current directory
+            raise ValueError("must not be empty; name a directory, e.g. run_dir=\"runs/my-run\"")
+        return value
 
     @field_validator("device")
     @classmethod

@@ -28,6 +28,18 @@ class CheckpointError(RlfError):
     """A run directory or checkpoint is missing, foreign or corrupt."""
 
 
+class RunDirError(CheckpointError):
+    """A run directory cannot be used: invalid, not writable, already holding a run, or in use."""
+
+
+class NonFiniteError(RlfError):
+    """Training produced NaN or infinity; the run stopped before it reached a CSV or a checkpoint.
+
+    Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
+
+    exit_code = 1
+
+
 class EnvWorkerError(RlfError):
     """An environment worker process died or stopped answering (see ``run.env_restarts``).
 

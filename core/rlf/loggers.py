@@ -63,7 +63,9 @@ class TensorBoardLogger(Logger):
     def on_start(self, trainer) -> None:
         from tensorboardX import SummaryWriter
 
-        self.writer = SummaryWriter(str(self.directory), flush_secs=30)
+        # On resume, TensorBoard hides what a killed run logged after its checkpoint (as the CSVs are cut)
+        resumed = trainer.counters["env_steps"]
+        self.writer = SummaryWriter(str(self.directory), flush_secs=30, purge_step=resumed + 1 if resumed else None)
 
     def _scalars(self, step: int, values: dict[str, Any], prefix: str = "") -> None:
         for tag, value in values.items():

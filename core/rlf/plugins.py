@@ -469,7 +469,7 @@ def _drop_conflicts(registry: Registry, claims: dict[tuple[str, str], list[str]]
         owners = []
         for plugin in plugins:
             info = registry.plugins[plugin]
-            getattr(info, f"{kind}s").remove(name)
+            getattr(info, "strategies" if kind == "strategy" else f"{kind}s").remove(name)
             owners.append(f"{info.distribution or plugin} {info.version or ''}".strip() + f" (entry point {plugin!r})")
         message = (f"{kind} {name!r} is registered by {len(plugins)} plugins: {', '.join(owners)}; neither is used. "
                    "Uninstall all but one (pip uninstall DIST)")

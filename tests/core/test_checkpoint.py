@@ -35,7 +35,7 @@ def test_pickled_or_object_data_is_refused(tmp_path):
                                            '"state": {"x": {"__nd__": "a0"}}}')
         with archive.open("arrays/a0.npy", "w") as out:
             np.lib.format.write_array(out, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(CheckpointError, match="corrupt"):
+    with pytest.raises(CheckpointError, match="holds Python objects"):
         ckpt.load(path)
 
 
@@ -73,3 +73,15 @@ def test_foreign_truncated_and_newer_files(tmp_path):
         archive.writestr("structure.json", '{"format": "rlf-checkpoint", "format_version": 99, "state": {}}')
     with pytest.raises(CheckpointError, match="newer rlf"):
         ckpt.load(tmp_path / "new.rlf")
+
+
+def test_keep_rotates_previous_checkpoints_and_drops_extra_ones(tmp_path):
+    path = tmp_path / "checkpoint.rlf"
+    for step in range(1, 5):
+        ckpt.save(path, {"step": step}, keep=3)
+    assert [ckpt.load(p)["step"] for p in (path, ckpt.previous(path, 1), ckpt.previous(path, 2))] == [4, 3, 2]
+    assert not ckpt.previous(path, 3).exists()
+    ckpt.save(path, {"step": 5}, keep=2)     # keep lowered: the copy past it goes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1.rlf", "checkpoint.rlf"]
+    ckpt.save(path, {"step": 6})             # keep=1 (a plain save) never touches files beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1.rlf", "checkpoint.rlf"]

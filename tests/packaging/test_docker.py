@@ -1,5 +1,6 @@
 """The CPU image: built offline from the wheelhouse as `rlf`, it trains ICM on Mario, evaluates the run
-from its volume, lists every plugin, runs as a non-root user and stays under 2.5 GB.
+from its volume, lists every plugin, runs as a non-root user and stays under 2.5 GB; a Ray head and a
+worker started with docker/compose.yaml's commands host the env actors of a `vector=ray` training run.
 
 Needs a Docker engine (tox -e docker starts one with scripts/docker_engine.sh where none answers)
 and a wheelhouse (scripts/build_wheels.sh). Builds and runs use --network host, the only network mode
@@ -8,12 +9,16 @@ the engine on this kind of machine supports.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("RLF_DOCKER_IMAGE", "rlf")
@@ -86,3 +91,49 @@ def test_train_icm_trains_on_mario_by_default_and_the_run_evaluates_from_the_vol
     evaluated = run("eval", f"runs/{run_dirs[0].name}", "--episodes", "1", "--json", volume=runs)
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     assert json.loads(evaluated.stdout.strip().splitlines()[-1])["episodes"] == 1.0
+
+
+def compose_command(service: str, with_command: bool = True, **variables: str) -> list[str]:
+    """A service's entrypoint (and command) from docker/compose.yaml, its ${VAR:-default} filled in."""
+    spec = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"][service]
+
+    def fill(text: str) -> str:  # compose's interpolation: ${VAR:-default}, and $$ for a literal $
+        text = re.sub(r"(?<!\$)\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m.group(1), m.group(2)), text)
+        return text.replace("$$", "$")
+
+    return [fill(part) for part in [*spec["entrypoint"], *(spec["command"] if with_command else [])]]
+
+
+def free_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def test_compose_cluster_hosts_the_env_actors_of_a_training_run(image: dict, runs: Path):
+    variables = {"RAY_PORT": free_port(), "RAY_CLIENT_PORT": free_port(), "RAY_HEAD": "127.0.0.1"}
+    names = {service: f"rlf-ray-{service}-{os.getpid()}" for service in ("head", "worker")}
+    try:
+        for service, name in names.items():  # host networking: the only mode this engine supports
+            entrypoint, *command = compose_command(service, **variables)
+            started = docker("run", "-d", "--rm", "--name", name, "--network", "host", "--shm-size", "1g",
+                             "--entrypoint", entrypoint, IMAGE, *command, timeout=120)
+            assert started.returncode == 0, started.stderr
+        # The head and the trainer offer no CPUs (--num-cpus=0): the actors can only run on the worker,
+        # and wait for it to join if it is not there yet. The trainer joins as a node of its own.
+        entrypoint, *command = compose_command("train", with_command=False, **variables)
+        trained = docker("run", "--rm", "--network", "host", "--shm-size", "1g", "-v", f"{runs}:/runs",
+                         "--entrypoint", entrypoint, IMAGE, *command,
+                         "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "256", "--no-progress",
+                         "--set", "vector=ray", "--set", "collector.address=auto",
+                         "--set", "collector.restart_timeout_s=180", "--set", "num_envs=2",
+                         "--set", "algo.rollout_steps=64", timeout=600)
+        assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+        run_dirs = [p for p in runs.iterdir() if p.name.startswith("ppo-")]
+        assert len(run_dirs) == 1, list(runs.iterdir())
+        with open(run_dirs[0] / "metrics.csv") as handle:
+            last = list(csv.DictReader(handle))[-1]
+        assert float(last["env_step"]) == 256 and "env_restarts" not in last
+    finally:
+        for name in names.values():
+            docker("rm", "-f", name, timeout=120)

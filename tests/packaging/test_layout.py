@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import matrix  # noqa: E402
 
 PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
-HEAVY_MODULES = {"torch", "nes_py", "gym_super_mario_bros", "gym", "cv2", "tensorboard"}
+HEAVY_MODULES = {"torch", "nes_py", "gym_super_mario_bros", "gym", "cv2", "tensorboard", "ray"}
 
 
 def project(plugin: str) -> dict:
@@ -33,6 +33,18 @@ def test_tox_tests_exactly_the_plugin_directories():
     in_tox, on_disk = set(matrix.plugins()), set(PLUGINS)
     assert not on_disk - in_tox, f"plugins {sorted(on_disk - in_tox)} have no tox env: add them to tox.ini's env_list"
     assert not in_tox - on_disk, f"tox.ini tests {sorted(in_tox - on_disk)}, which have no plugins/<name>/"
+
+
+def test_import_contracts_cover_every_plugin():
+    linter = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    packages = {f"rlf_plugin_{plugin}" for plugin in PLUGINS}
+    listed = set(linter["root_packages"])
+    assert listed == {"rlf", *packages}, (
+        f"[tool.importlinter] root_packages must be rlf and every plugin: add {sorted(packages - listed)}, "
+        f"drop {sorted(listed - packages - {'rlf'})}")
+    ray = next(c for c in linter["contracts"] if c.get("forbidden_modules") == ["ray"])
+    assert set(ray["source_modules"]) == {"rlf", *packages} - {"rlf_plugin_ray"}, (
+        "the Ray contract's source_modules must be the core and every plugin but rlf_plugin_ray")
 
 
 def test_constraints_pin_the_cpu_torch_of_this_machine():

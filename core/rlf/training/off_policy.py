@@ -8,7 +8,8 @@ exploration advances by the actors' steps, and ``learner.weights()`` is pushed t
 ``actor_sync_interval`` env steps. The learner sees one vector of ``actors * num_envs`` envs (that is
 the ``num_envs`` of the env spec it is built with): actor ``i`` owns rows ``i*num_envs`` to
 ``(i+1)*num_envs - 1``, and in each ``Transitions`` only the rows of the actor that sent it are
-alive. Actor mode is not reproducible step for step; ``actors = 0`` is.
+alive. Actor mode is not reproducible step for step; ``actors = 0`` is. Actors step their envs
+in-process; the run's collector (``run.vector``) is what ``actors = 0`` steps.
 
 Weights pushed to actors are loaded with ``agent.load_state_dict``; an agent whose state carries an
 action RNG should leave it out of ``learner.weights()`` so each actor keeps its own stream.

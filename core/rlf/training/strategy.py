@@ -161,9 +161,11 @@ class BaseStrategy(TrainStrategy):
             self._restore(state)
 
     def _restore(self, state: StateTree) -> None:
-        self.agent.load_state_dict(state["agent"])
-        self.learner.load_state_dict(state["learner"])
-        self.tracker.load_state_dict(state["episodes"])
+        from ..checkpoint import load_into  # a checkpoint that does not fit is one line naming each tensor
+
+        load_into(self.agent, state["agent"], "agent", check_shapes=True)
+        load_into(self.learner, state["learner"], "learner")
+        load_into(self.tracker, state.get("episodes"), "episode tracker")
 
     def teardown(self) -> None:
         if self.learner is not None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..callbacks import Callback
 from ..config import RunConfig
+from ..finite import check_step, check_weights
 from .strategy import TrainStrategy, average_metrics
 
 
@@ -84,6 +85,7 @@ class Trainer:
             self.emit("on_start")
             while counters["env_steps"] < run.steps and self.stop_reason is None:
                 result = self.strategy.step(run.steps - counters["env_steps"])
+                check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir)
                 counters["env_steps"] += result.env_steps
                 counters["updates"] += 1
                 window_steps += result.env_steps
@@ -102,6 +104,7 @@ class Trainer:
                                "env_step": counters["env_steps"], "updates": counters["updates"],
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
+                    check_weights(self.strategy, counters["env_steps"], run.algorithm, self.run_dir)
                     summary.update(_supervision_metrics(self.strategy))
                     self.emit("on_log", summary)
                     pending.clear()

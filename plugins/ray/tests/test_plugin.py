@@ -1,0 +1,96 @@
+"""The plugin as a user meets it: `--set vector=ray` trains on a local Ray from the command line,
+discovery and runs with other collectors never import Ray, bad settings are one-line errors, and
+without the plugin the other collectors work and `vector=ray` says what to install."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rlf
+from rlf import ConfigError
+from rlf.testing import read_csv
+
+RLF = str(Path(sys.executable).parent / "rlf")
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RLF_LOAD_PLUGINS")}
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, env={**environment, **env})
+
+
+def test_the_command_line_trains_on_a_private_local_ray(tmp_path):
+    done = run(RLF, "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "256", "--no-progress",
+               "--set", "vector=ray", "--set", "num_envs=4", "--set", "algo.rollout_steps=32",
+               "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    rows = read_csv(tmp_path / "run" / "metrics.csv")
+    assert rows[-1]["env_step"] == 256 and "env_restarts" not in rows[-1]
+    assert (tmp_path / "run" / "checkpoint.rlf").is_file()
+
+
+def test_discovery_and_other_collectors_never_import_ray(tmp_path):
+    code = f"""
+import sys
+import rlf
+from rlf.plugins import load_registry
+assert load_registry().collectors["ray"].plugin == "ray"
+assert "ray" not in sys.modules, "discovery imported ray"
+rlf.make("ppo", "gym:CartPole-v1", overrides=["steps=64", "vector=async", "num_envs=2", "progress=false",
+         "run_dir='{tmp_path / 'run'}'"]).train()
+assert "ray" not in sys.modules, "a run with vector=async imported ray"
+"""
+    done = run(sys.executable, "-c", code)
+    assert done.returncode == 0, done.stderr
+
+
+def test_without_the_plugin_vector_ray_is_one_line_naming_what_to_install(tmp_path):
+    done = run(RLF, "train", "ppo", "--steps", "64", "--set", "vector=ray", "--run-dir", str(tmp_path / "run"),
+               RLF_LOAD_PLUGINS="ppo")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "rlf: error: run.vector: unknown collector 'ray': installed: async, sync. If rlf-plugin-ray provides it, "
+        "`pip install rlf-plugin-ray` (or 'auto')"]
+
+
+def test_no_running_cluster_is_one_line_with_what_to_do(tmp_path, monkeypatch):
+    # In-process with Ray's answer for "no cluster" stubbed: `auto` really looks for any Ray process on
+    # the machine, and a cluster another test env starts in parallel (the docker env) would be found.
+    import ray
+
+    def no_cluster(address=None, **kwargs):
+        raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to.")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", no_cluster)
+    algo = rlf.make("ppo", "gym:CartPole-v1", overrides=[
+        "steps=64", "progress=false", "vector=ray", "collector.address='auto'", f"run_dir='{tmp_path}'"])
+    with pytest.raises(ConfigError) as caught:
+        algo.train()
+    assert str(caught.value) == (
+        "collector.address=auto: cannot join the Ray cluster (Could not find any running Ray instance. Please "
+        "specify the one to connect to.); start one (`ray start --head`), set RAY_ADDRESS or collector.address "
+        "to a running one, or use collector.address=local")
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("collector.address='nowhere'", r"collector.address: must be local, auto, ray://HOST:PORT or HOST:PORT"),
+    ("collector.envs_per_actor=0", r"collector.envs_per_actor: .*greater than or equal to 1"),
+    ("collector.max_restarts=-2", r"collector.max_restarts: .*greater than or equal to -1"),
+    ("collector.scheduling='pack'", r"collector.scheduling: .*'default' or 'spread'"),
+    ("collector.envs_per_actr=2", r"unknown key 'collector.envs_per_actr'; did you mean collector.envs_per_actor"),
+])
+def test_bad_settings_are_config_errors(setting, message):
+    with pytest.raises(ConfigError, match=message):
+        rlf.make("ppo", "gym:CartPole-v1", overrides=["vector=ray", setting])
+
+
+def test_settings_are_parsed_into_the_collector_model(tmp_path):
+    algo = rlf.make("ppo", "gym:CartPole-v1", overrides=[
+        "vector=ray", "collector.address='ray://head:10001'", "collector.envs_per_actor=4",
+        "collector.resources={env_node = 1}", f"run_dir='{tmp_path}'"])
+    settings = algo.resolved.collector
+    assert settings.address == "ray://head:10001" and settings.envs_per_actor == 4
+    assert settings.resources == {"env_node": 1.0} and settings.max_restarts == 3
