@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Builds the wheelhouse that tox, the wheelhouse test and the Docker image install from, offline:
 #   1. wheels of the core and of every plugin under plugins/*/ (rebuilt each time: same version, new code);
-#   2. torch 2.13.0 CPU, which the host pip finds on this machine's disk (pip elsewhere would fetch a
-#      multi-GB CUDA build), and nes-py 8.2.1, compiled here once (it has no wheel on PyPI; needs g++);
+#   2. torch 2.13.0 from wherever this pip is configured to look (pip.conf, PIP_INDEX_URL,
+#      PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS: on this project's machines a CPU wheel on local disk; elsewhere
+#      e.g. PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu), checked first to be no CUDA build
+#      (scripts/check_torch.py; RLF_ALLOW_CUDA_TORCH=1 to want one), and nes-py 8.2.1, compiled here
+#      once (it has no wheel on PyPI; needs g++);
 #   3. every third-party wheel those need, and setuptools/wheel so the Docker build can build offline;
 #   4. a second, numpy-1 set for the plugins that tox also tests under numpy 1 (<name>-np1 envs).
 # Re-running is cheap: wheels already in the wheelhouse are reused, not rebuilt or downloaded.
 #
 #   scripts/build_wheels.sh [WHEELHOUSE]      default: wheelhouse/ at the repository root
-#   PYTHON=/path/to/python scripts/build_wheels.sh   (default python3; its pip must see the CPU torch)
+#   PYTHON=/path/to/python scripts/build_wheels.sh   (default python3)
+#   PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu scripts/build_wheels.sh   (a machine without
+#   a local torch wheel: Linux's default torch on PyPI is the CUDA build, which the check refuses)
 set -euo pipefail
 start=$SECONDS
 
@@ -36,11 +41,11 @@ if "$python" -c 'import setuptools, wheel, sys; sys.exit(int(setuptools.__versio
 fi
 "${pip[@]}" wheel -q --no-deps "${isolation[@]}" "${pinned[@]}" --wheel-dir "$wheelhouse" "$root" "${plugin_dirs[@]}"
 
-say "torch 2.13.0 (CPU build, from this machine's disk) and nes-py 8.2.1 (compiled once)"
-"${pip[@]}" download -q --no-deps "${pinned[@]}" --dest "$wheelhouse" torch==2.13.0
-if ! compgen -G "$wheelhouse/torch-2.13.0+cpu-*.whl" >/dev/null; then
-  say "torch 2.13.0+cpu is not where this pip looks; this script needs the machine's local CPU wheel"
-  exit 1
+say "torch (from where this pip looks, no CUDA build unless asked) and nes-py 8.2.1 (compiled once)"
+if ! compgen -G "$wheelhouse/torch-*.whl" >/dev/null; then
+  # metadata only: a CUDA build is refused before its gigabytes are downloaded
+  "$python" "$root/scripts/check_torch.py" "${pinned[@]}" >&2
+  "${pip[@]}" download -q --no-deps "${pinned[@]}" --dest "$wheelhouse" torch
 fi
 "${pip[@]}" wheel -q --no-deps "${pinned[@]}" --find-links "$wheelhouse" --wheel-dir "$wheelhouse" nes-py==8.2.1
 
@@ -57,8 +62,8 @@ for name in $("$python" "$root/scripts/matrix.py" numpy1-plugins); do
     "numpy<2" "rlf[test]" "$("$python" "$root/scripts/matrix.py" requirement "$name")" pytest
 done
 
-if compgen -G "$wheelhouse/nvidia_*.whl" >/dev/null; then
-  say "CUDA wheels (nvidia_*) reached the wheelhouse: something asked for a torch other than 2.13.0+cpu"
+if [[ ${RLF_ALLOW_CUDA_TORCH:-0} != 1 ]] && compgen -G "$wheelhouse/nvidia_*.whl" >/dev/null; then
+  say "CUDA wheels (nvidia_*) reached the wheelhouse: a dependency pulled a CUDA torch; remove them and point pip at the CPU index (docs/INSTALL.md), or set RLF_ALLOW_CUDA_TORCH=1"
   exit 1
 fi
 say "done in $((SECONDS - start)) s: $(find "$wheelhouse" -name '*.whl' | wc -l) wheels, $(du -sh "$wheelhouse" | cut -f1) in $wheelhouse"

@@ -14,7 +14,8 @@ tag=${1:-rlf}
 dockerfile=${2:-docker/Dockerfile}
 wheelhouse=${RLF_WHEELHOUSE:-$root/wheelhouse}
 if ! compgen -G "$wheelhouse/torch-*.whl" >/dev/null; then
-  echo "docker_build: no torch wheel in $wheelhouse; run scripts/build_wheels.sh first" >&2
+  echo "docker_build: no torch wheel in $wheelhouse; run scripts/build_wheels.sh first (it takes torch from" \
+       "where your pip looks, e.g. PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu: docs/INSTALL.md)" >&2
   exit 1
 fi
 stage=$(mktemp -d "${TMPDIR:-/tmp}/rlf-docker-context.XXXXXX")

@@ -4,6 +4,12 @@ strategies are exercised without torch and without any real plugin."""
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
+import subprocess
+import sysconfig
+import venv
+from pathlib import Path
 
 import numpy as np
 from gymnasium import spaces
@@ -21,6 +27,8 @@ from rlf import (
     StrategyFamily,
     hookimpl,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # -- on-policy: a linear softmax policy with a linear critic, trained on the core's GAE -----------
 
@@ -298,3 +306,26 @@ def install_fake_plugin(site, name: str, target: str, module_source: str | None 
     (dist / "entry_points.txt").write_text(f"[rlf]\n{name} = {target}\n")
     if module_source is not None:
         (site / f"{module}.py").write_text(module_source)
+
+
+def child_env(home: Path) -> Path:
+    """A venv that sees this environment's packages (rlf, numpy, gymnasium, pytest, pip) and installs
+    its own on top: plugins a test installs land there, never in the environment running the tests."""
+    venv.create(home, with_pip=False)
+    python = home / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # addsitedir (not a bare path line) so this environment's own .pth files, editable installs, work too
+    Path(site, "_parent_env.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    return python
+
+
+def pip_install(python: Path, directory: Path) -> None:
+    """``pip install DIRECTORY`` into ``python``'s venv, offline, its dependencies already present."""
+    if importlib.util.find_spec("setuptools"):
+        build = ["--no-build-isolation"]
+    else:  # the tox envs: setuptools and wheel come from the wheelhouse
+        build = ["--find-links", os.environ.get("RLF_WHEELHOUSE", str(ROOT / "wheelhouse"))]
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", *build,
+                           str(directory.resolve())], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -419,7 +419,13 @@ def _render_fps(envs) -> int:
 
 
 def _render(envs):
-    frame = envs.render()
+    import gymnasium
+
+    try:
+        frame = envs.render()
+    except (ImportError, gymnasium.error.DependencyNotInstalled) as exc:  # e.g. pygame for classic control
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"recording {envs.spec.name} needs a package its renderer imports: {message}") from None
     if frame is None:
         raise ConfigError(f"environment {envs.spec.name} has no RGB render; --record needs one")
     return frame

@@ -29,7 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train an algorithm (or --resume a run)")
     train.add_argument("algorithm", nargs="?", help="algorithm name (see `rlf list`)")
     train.add_argument("--env", help="environment name, or gym:<id>")
-    train.add_argument("--steps", type=int, help="total env steps (run.steps)")
+    train.add_argument("--steps", type=int,
+                       help="total env steps (run.steps); with --resume the new total, counted from the run's "
+                            "start (not steps to add)")
     train.add_argument("--seed", type=int, help="random seed (run.seed)")
     train.add_argument("--config", type=Path, help="TOML file with [run], [algo], [env] and [collector] tables")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -53,9 +55,18 @@ def _parser() -> argparse.ArgumentParser:
     plugins.add_argument("--check", action="store_true",
                          help="also import every registered builder and report the broken ones (exit 2)")
 
-    config = sub.add_parser("config", help="an algorithm's and/or environment's defaults and documented schema")
+    config = sub.add_parser("config", help="an algorithm's and/or environment's settings, resolved and documented",
+                            description="Print every setting with its resolved value, type (the allowed values "
+                                        "of a choice) and one-line documentation: what `rlf train` would run.")
     config.add_argument("algorithm", nargs="?")
     config.add_argument("--env", help="also show this environment's config")
+    config.add_argument("--config", type=Path, help="TOML config file, with the same tables as for train")
+    config.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a value, as for train; the output shows the result")
+
+    from . import scaffold  # `rlf new`
+
+    scaffold.add_parser(sub)
     return parser
 
 
@@ -66,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             import os
 
             os.environ["RLF_STRICT_PLUGINS"] = "1"
-        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config}[
+        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config,
+                "new": _new}[
             args.command](args)
     except RlfError as exc:
         print(f"rlf: error: {exc}", file=sys.stderr)
@@ -249,7 +261,7 @@ def _config(args) -> int:
     from .plugins import registry
 
     if args.algorithm:
-        resolved = resolve(args.algorithm, args.env)
+        resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides)
         sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
                     ("env", resolved.environment.config, resolved.env),
                     ("collector", resolved.collector_spec.config, resolved.collector)]
@@ -259,8 +271,19 @@ def _config(args) -> int:
         sections += [(f"callback.{name}", reg.callback(name).config, value)
                      for name, value in resolved.callbacks.items() if type(value).model_fields]
     elif args.env:
+        from .config import load_toml, merge, parse_overrides
+
         environment = registry().environment(args.env)
         values = {"id": args.env.split(":", 1)[1]} if environment.prefix else {}
+        layers = [load_toml(args.config)] if args.config else []
+        layers.append(parse_overrides(args.overrides))
+        for layer in layers:
+            others = sorted(key if section == "run" else f"{section}.{key}"
+                            for section, table in layer.items() if section != "env" for key in table)
+            if others:
+                raise ConfigError("without an algorithm only env.* settings apply; name an algorithm to set "
+                                  + ", ".join(others))
+            values = merge(values, layer["env"])
         sections = [("env", environment.config, validate(environment.config, values, "env"))]
     else:
         raise ConfigError("name an algorithm, an environment (--env), or both; see `rlf list`")
@@ -274,6 +297,12 @@ def _config(args) -> int:
             print(f"{path} = {json.dumps(current)}  # {type_name}: {doc}")
         print()
     return 0
+
+
+def _new(args) -> int:
+    from . import scaffold
+
+    return scaffold.run(args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ overrides. Every model forbids unknown keys, so a typo is an error, not a silent
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -81,7 +82,7 @@ class OnPolicyConfig(AlgorithmConfig):
 
 
 class ExplorationConfig(StrictModel):
-    """An epsilon schedule: decayed per finished episode (seed 002) or linearly per env step."""
+    """An epsilon schedule: decayed per finished episode (as in PPAGE's baselines) or linearly per env step."""
 
     schedule: Literal["per_episode", "per_step", "constant"] = Field(
         "per_episode", description="per_episode: eps = max(end, eps*decay) after each episode; per_step: linear.")
@@ -195,9 +196,21 @@ def describe(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, A
             rows.extend(describe(annotation, prefix=f"{path}."))
             continue
         default = "(required)" if field.is_required() else field.get_default(call_default_factory=True)
-        type_name = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-        rows.append((path, type_name, default, field.description or ""))
+        rows.append((path, type_label(annotation), default, field.description or ""))
     return rows
+
+
+def type_label(annotation: Any) -> str:
+    """How `rlf config` names a field's type; a choice lists its allowed values (``one of a, b``)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(json.dumps(value) for value in get_args(annotation))
+    if origin in (Union, UnionType):
+        return " or ".join(type_label(arg) for arg in get_args(annotation))
+    if annotation is type(None):
+        return "null"
+    name = getattr(annotation, "__name__", None) if origin is None else None
+    return name or str(annotation).replace("typing.", "")
 
 
 def _keys(model: type[BaseModel], prefix: str) -> list[str]:

@@ -7,7 +7,7 @@ from .config import ExplorationConfig
 
 class EpsilonSchedule:
     """per_episode: ``eps = max(end, eps * decay)`` after each finished episode, so the first step
-    of an episode uses the current value (seed 002). per_step: linear from start to end."""
+    of an episode uses the current value (as in PPAGE's predator-prey baselines). per_step: linear from start to end."""
 
     def __init__(self, config: ExplorationConfig):
         self.config = config

@@ -2,7 +2,7 @@
 
 Every environment is seen through one shape: a dict keyed by agent id, each value batched over the
 vector of envs. A Gymnasium env has the single agent id ``"agent"``; a PettingZoo parallel env has its
-own ids. So an algorithm written once runs on both, and independent multi-agent learning (seed 002)
+own ids. So an algorithm written once runs on both, and independent multi-agent learning (PPAGE's predator-prey baselines)
 is simply one model per key.
 """
 

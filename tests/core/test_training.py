@@ -187,3 +187,33 @@ print(algo.evaluate(episodes=1)["length"] > 0)
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
+
+
+def test_iterations_count_strategy_steps_and_old_runs_resume(registry, tmp_path):
+    from rlf.training.trainer import Trainer
+
+    algo = make(registry, "linear-pg", "gym:CartPole-v1", tmp_path, "steps=1024", "num_envs=4",
+                "algo.rollout_steps=32", "log_interval=512")
+    algo.train()
+    rows = list(csv.DictReader(open(tmp_path / "metrics.csv", newline="")))
+    assert "updates" not in rows[0]
+    assert [int(r["iterations"]) for r in rows] == [4, 8]  # one rollout of 32 x 4 envs per iteration
+    # checkpoints written before the rename count "updates": they resume as iterations
+    old = Trainer(None, algo.resolved.run, tmp_path, lambda state: None, counters={"env_steps": 10, "updates": 3})
+    assert old.counters == {"env_steps": 10, "iterations": 3, "episodes": 0}
+
+
+def test_recording_without_the_renderers_package_is_a_config_error(registry, tmp_path, monkeypatch):
+    import gymnasium
+
+    from rlf.envs import GymVector
+
+    algo = make(registry, "tabular-q", "gym:FrozenLake-v1", tmp_path, "steps=64")
+    algo.train()
+
+    def missing(self):  # what gymnasium's classic-control envs raise without pygame
+        raise gymnasium.error.DependencyNotInstalled('pygame is not installed, run `pip install "gymnasium[toy-text]"`')
+
+    monkeypatch.setattr(GymVector, "render", missing)
+    with pytest.raises(rlf.ConfigError, match="recording gym:FrozenLake-v1 needs a package its renderer imports: pygame"):
+        algo.evaluate(episodes=1, record=tmp_path / "play.gif")

@@ -37,7 +37,7 @@ EPISODE_CAPS = {"max_episode_steps": 50, "max_steps": 50}
 # Knobs that make a few hundred steps enough for several updates, set where an algorithm has them.
 SMALL_BUDGET = {"rollout_steps": 32, "min_replay_size": 64, "learning_starts": 64, "batch_size": 32,
                 "train_frequency": 4}
-BOOKKEEPING = {"env_step", "updates", "episodes", "steps_per_second"}
+BOOKKEEPING = {"env_step", "iterations", "episodes", "steps_per_second"}
 
 
 def environment_names() -> list[str]:

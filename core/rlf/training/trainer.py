@@ -46,7 +46,12 @@ class Trainer:
         self.save_checkpoint = save_checkpoint
         """``save_checkpoint(state)`` writes the run's checkpoint; ``save_checkpoint(state, name)`` another
         file in the run directory (``best.rlf``). Returns the path written."""
-        self.counters = {"env_steps": 0, "updates": 0, "episodes": 0, **(counters or {})}
+        counters = dict(counters or {})
+        # "iterations" counts strategy steps (a rollout and its update, or a chunk of off-policy env
+        # steps), not learner updates; runs written before the rename call it "updates".
+        if "updates" in counters:
+            counters.setdefault("iterations", counters.pop("updates"))
+        self.counters = {"env_steps": 0, "iterations": 0, "episodes": 0, **counters}
         self.callbacks = list(callbacks)
         self.recent: deque[dict[str, float]] = deque(maxlen=100)
         """The last 100 finished episodes (for running means)."""
@@ -87,7 +92,7 @@ class Trainer:
                 result = self.strategy.step(run.steps - counters["env_steps"])
                 check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir)
                 counters["env_steps"] += result.env_steps
-                counters["updates"] += 1
+                counters["iterations"] += 1
                 window_steps += result.env_steps
                 if result.metrics:
                     pending.append(result.metrics)
@@ -101,7 +106,7 @@ class Trainer:
                         or self.stop_reason is not None):
                     elapsed = time.perf_counter() - window_start
                     summary = {**average_metrics(pending), **episode_means(self.recent),
-                               "env_step": counters["env_steps"], "updates": counters["updates"],
+                               "env_step": counters["env_steps"], "iterations": counters["iterations"],
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
                     check_weights(self.strategy, counters["env_steps"], run.algorithm, self.run_dir)

@@ -321,3 +321,19 @@ def test_the_cnn_learns_which_side_is_lit(registry, tmp_path):
                 "algo.exploration.decay_steps=800", "algo.torch_threads=1")
     algo.train()
     assert algo.evaluate(episodes=10)["return"] >= 9.5  # random play scores 5 of 10; measured: 10
+
+
+def test_cartpole_preset_is_rl_zoo_settings(tmp_path):
+    """The shipped preset validates and says what docs/BENCHMARKS.md measured: rl-zoo's CartPole settings."""
+    from pathlib import Path
+
+    preset = Path(__file__).resolve().parents[1] / "examples" / "cartpole.toml"
+    algo = rlf.make("dqn", config_file=preset, overrides=["progress=false", f"run_dir='{tmp_path}'"])
+    run, config = algo.resolved.run, algo.resolved.algo
+    assert (run.env, run.steps, run.num_envs) == ("gym:CartPole-v1", 50_000, 1)
+    assert (config.lr, config.batch_size, config.buffer_size, config.min_replay_size) == (0.0023, 64, 100_000, 1000)
+    assert (config.train_frequency, config.gradient_steps, config.target_update_interval) == (256, 128, 128)
+    assert (config.double_dqn, config.hidden_sizes, config.max_grad_norm) == (False, [256, 256], 10.0)
+    exploration = config.exploration
+    assert (exploration.schedule, exploration.start, exploration.end, exploration.decay_steps) == (
+        "per_step", 1.0, 0.04, 8000)

@@ -128,20 +128,27 @@ def test_checkpoint_restores_weights_optimizers_temperature_counters_and_replay(
         "progress=false", "checkpoint_interval=0", "algo.hidden_sizes=[32,32]", "algo.batch_size=32",
         "algo.learning_starts=100", "seed=4", f"run_dir='{tmp_path}'"])
     algo.train(steps=300)
+    saved = algo.strategy.state_dict()
     learner = algo.strategy.learner
-    resumed = rlf.load(algo.save(tmp_path / "mid.rlf"))
-    resumed.train(steps=300)  # builds from the checkpoint; no step left to take
-    again = resumed.strategy.learner
-    for saved, loaded in ((algo.strategy.agent.actors["agent"], resumed.strategy.agent.actors["agent"]),
-                          (learner.critics["agent"], again.critics["agent"]),
-                          (learner.targets["agent"], again.targets["agent"])):
-        for name, value in saved.state_dict().items():
+    # a fresh agent and learner restored from the saved state equal the trained ones
+    context = algo.strategy.context
+    agent = build_agent(context)
+    again = build_learner(context, agent)
+    agent.load_state_dict(saved["agent"])
+    again.load_state_dict(saved["learner"])
+    for trained, loaded in ((algo.strategy.agent.actors["agent"], agent.actors["agent"]),
+                            (learner.critics["agent"], again.critics["agent"]),
+                            (learner.targets["agent"], again.targets["agent"])):
+        for name, value in trained.state_dict().items():
             torch.testing.assert_close(loaded.state_dict()[name], value, msg=name)
     assert again.log_alphas["agent"].item() == pytest.approx(learner.log_alphas["agent"].item())
     assert again.actor_optimizers["agent"].state_dict()["state"][0]["step"] == 200
     assert again.gradient_steps_done == learner.gradient_steps_done == 200
-    assert resumed.strategy.agent.env_steps == 300 and len(again.buffers["agent"]) == 300
-    resumed.train(steps=500)  # continues from the restored replay and counters
+    assert agent.env_steps == 300 and len(again.buffers["agent"]) == 300
+    np.testing.assert_array_equal(again.buffers["agent"].actions[:300], learner.buffers["agent"].actions[:300])
+    # and through a checkpoint file, training continues from the restored replay and counters
+    resumed = rlf.load(algo.save(tmp_path / "mid.rlf"))
+    resumed.train(steps=500)
     assert resumed.strategy.learner.gradient_steps_done == 400 and len(resumed.strategy.learner.buffers["agent"]) == 500
 
 

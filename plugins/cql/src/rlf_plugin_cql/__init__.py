@@ -1,4 +1,4 @@
-"""rlf-plugin-cql: centralized tabular Q-learning (seed 002), one joint table over every agent."""
+"""rlf-plugin-cql: centralized tabular Q-learning (PPAGE's predator-prey baseline), one joint table over every agent."""
 
 from .config import CQLConfig
 from .factory import build_agent, build_learner

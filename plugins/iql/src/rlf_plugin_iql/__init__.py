@@ -1,4 +1,4 @@
-"""rlf-plugin-iql: independent tabular Q-learning (seed 002), one Q-table per agent."""
+"""rlf-plugin-iql: independent tabular Q-learning (PPAGE's predator-prey baseline), one Q-table per agent."""
 
 from .config import IQLConfig
 from .factory import build_agent, build_learner

@@ -6,7 +6,7 @@ from rlf import OffPolicyConfig
 class IQLConfig(OffPolicyConfig):
     """Independent Q-learning: every agent keeps its own table and learns from its own reward.
 
-    The inherited ``exploration`` block defaults to seed 002's schedule: epsilon 1.0, multiplied by
+    The inherited ``exploration`` block defaults to PPAGE's schedule: epsilon 1.0, multiplied by
     0.995 after every finished episode, floored at 0.05.
     """
 

@@ -11,7 +11,7 @@ class IQLLearner(Learner):
     """``Q(s,a) += alpha * (r + gamma * max Q(s') - Q(s,a))`` per agent, on its own reward.
 
     The transitions of the step just taken are the whole "replay": a tabular update needs no
-    sampling, and learning from each step once, in order, is exactly seed 002's loop. Only a true
+    sampling, and learning from each step once, in order, is exactly PPAGE's training loop. Only a true
     terminal cuts the bootstrap; a truncated step still bootstraps from its final observation.
     """
 

@@ -1,4 +1,4 @@
-"""rlf-plugin-mixed: IQL or CQL per team (seed 002's MixedTrainer), both updated every step."""
+"""rlf-plugin-mixed: IQL or CQL per team (PPAGE's MixedTrainer), both updated every step."""
 
 from .config import MixedConfig
 from .factory import build_agent, build_learner

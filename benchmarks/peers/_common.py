@@ -1,0 +1,136 @@
+"""Shared machinery of the peer comparisons: every case runs in its own child process, cases alternate
+round by round, and the table shows medians and ratios to the peer.
+
+Why children for both sides: the peers live in their own virtual environments (this repository installs
+nothing into them), and a fresh process per run gives every case the same start (no warm torch caches,
+no leftover threads). The child prints one JSON line; the parent only parses it. Only the stdlib is used
+here, so a peer's interpreter can import this module too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RESULT_PREFIX = "RESULT "
+
+
+class UsageError(Exception):
+    """Bad input to a benchmark script: printed as one line, exit code 2."""
+
+
+@dataclass
+class Case:
+    """One side of a comparison: which interpreter runs which worker, with which arguments."""
+
+    name: str
+    python: str
+    worker: str
+    args: dict = field(default_factory=dict)
+    threads: int = 1
+    peer: bool = False
+
+
+def check_python(path: str, module: str, venv_hint: str) -> str:
+    """The interpreter of a peer's venv, checked to import ``module``; one clear error otherwise."""
+    if not Path(path).exists():
+        raise UsageError(f"peer interpreter {path} does not exist; make it with: {venv_hint}")
+    probe = subprocess.run([path, "-c", f"import {module}"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise UsageError(f"{path} cannot import {module}; make the peer venv with: {venv_hint}")
+    return path
+
+
+def run_case(script: Path, case: Case, seed: int, timeout: float) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": str(case.threads), "MKL_NUM_THREADS": str(case.threads),
+           "PYTHONHASHSEED": "0"}
+    command = [case.python, str(script), "--worker", case.worker, "--seed", str(seed),
+               "--threads", str(case.threads), "--args", json.dumps(case.args)]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(f"case {case.name!r} (seed {seed}) failed with exit code {done.returncode}:\n  "
+                           + "\n  ".join(tail))
+    result = json.loads(lines[-1][len(RESULT_PREFIX):])
+    result["process_seconds"] = time.perf_counter() - started
+    return result
+
+
+def alternate(script: Path, cases: Sequence[Case], rounds: int, seed: int, timeout: float) -> dict[str, list[dict]]:
+    """Round r runs every case with seed ``seed + r``; the order flips each round so that load drifting
+    over the run hits every case alike."""
+    results: dict[str, list[dict]] = {case.name: [] for case in cases}
+    for r in range(rounds):
+        order = list(cases) if r % 2 == 0 else list(reversed(cases))
+        for case in order:
+            result = run_case(script, case, seed + r, timeout)
+            results[case.name].append(result)
+            shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in result.items() if not isinstance(v, (list, dict)))
+            print(f"  round {r + 1}/{rounds} seed {seed + r}  {case.name:34s} {shown}", flush=True)
+    return results
+
+
+def median(values: Sequence[float]) -> float:
+    finite = [v for v in values if v is not None]
+    return statistics.median(finite) if finite else float("nan")
+
+
+def print_table(title: str, columns: Sequence[tuple[str, Callable[[list[dict]], str]]],
+                results: dict[str, list[dict]], cases: Sequence[Case], ratio_key: str, header: str) -> None:
+    """A markdown table: one row per case, the given columns, and the median of ``ratio_key`` divided
+    by the peer's median of the same comparison group (the peer named in the same table)."""
+    peer = next((c for c in cases if c.peer), None)
+    peer_value = median([r[ratio_key] for r in results[peer.name]]) if peer else None
+    print(f"\n{title}\n{header}")
+    names = [name for name, _ in columns]
+    print("| case | " + " | ".join(names) + " | rlf/peer |")
+    print("|---" * (len(names) + 2) + "|")
+    for case in cases:
+        rows = results[case.name]
+        cells = [render(rows) for _, render in columns]
+        ratio = "" if case.peer or not peer_value else f"{median([r[ratio_key] for r in rows]) / peer_value:.2f}x"
+        print(f"| {case.name} | " + " | ".join(cells) + f" | {ratio} |")
+
+
+def machine_line() -> str:
+    load = os.getloadavg()
+    return (f"machine: {os.cpu_count()} CPU cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+            f"(1/5/15 min) at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+
+def worker_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace | None:
+    """The child's arguments when this process is a worker, else None."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--worker")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--args", default="{}")
+    known, _ = parser.parse_known_args(argv)
+    if known.worker is None:
+        return None
+    known.args = json.loads(known.args)
+    return known
+
+
+def emit(result: dict) -> None:
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def main_guard(run: Callable[[], None]) -> None:
+    try:
+        run()
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,138 @@
+"""DQN on CartPole-v1: Stable-Baselines3 at rl-baselines3-zoo's tuned settings vs rlf at the same
+settings (plugins/dqn/examples/cartpole.toml) and, optionally, rlf's defaults. Same budget, same seeds,
+alternating rounds, each run in a fresh process.
+
+    python benchmarks/peers/dqn_cartpole.py                       # 50k steps, 3 rounds (seeds 0, 1, 2)
+    python benchmarks/peers/dqn_cartpole.py --with-defaults       # also rlf's default DQN settings
+    python benchmarks/peers/dqn_cartpole.py --quick               # 2k steps, 1 round: does it run?
+
+Run it with rlf's interpreter (the dev venv: `bash scripts/dev_env.sh`); SB3 runs in its own venv, made
+once with (nothing here installs anything):
+
+    python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 stable-baselines3
+
+Reported per case: env steps/s from building the model to the end of training (SB3: ``DQN(...)`` plus
+``learn()``; rlf: ``train()``, torch imported before the timer on both sides), and the mean return of greedy
+evaluation episodes after training, per seed (CartPole's maximum is 500).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    REPO,
+    Case,
+    UsageError,
+    alternate,
+    check_python,
+    emit,
+    machine_line,
+    main_guard,
+    median,
+    print_table,
+    worker_arguments,
+)
+
+PRESET = REPO / "plugins" / "dqn" / "examples" / "cartpole.toml"
+SB3_VENV = "python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 stable-baselines3"
+
+# rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4)
+ZOO = {"learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000, "gamma": 0.99,
+       "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128, "exploration_fraction": 0.16,
+       "exploration_final_eps": 0.04, "policy_kwargs": {"net_arch": [256, 256]}}
+
+
+def sb3_worker(seed: int, threads: int, args: dict) -> dict:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import DQN
+
+    torch.set_num_threads(threads)
+    start = time.perf_counter()  # model construction inside the timer, as rlf's train() builds its own
+    model = DQN("MlpPolicy", gym.make("CartPole-v1"), seed=seed, device="cpu", verbose=0, **ZOO)
+    model.learn(total_timesteps=args["steps"])
+    seconds = time.perf_counter() - start
+    env = gym.make("CartPole-v1")
+    returns = []
+    for episode in range(args["eval_episodes"]):
+        obs, _ = env.reset(seed=seed + 1_000_003 + episode)
+        total, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(int(action))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return {"steps_per_second": args["steps"] / seconds, "seconds": seconds, "eval": float(np.mean(returns))}
+
+
+def rlf_worker(seed: int, threads: int, args: dict) -> dict:
+    import torch  # noqa: F401  imported before the timer, as in the SB3 worker (rlf imports it lazily in train())
+
+    import rlf
+
+    preset = args.get("preset")
+    with tempfile.TemporaryDirectory() as run_dir:
+        algo = rlf.make("dqn", "gym:CartPole-v1", config_file=preset, overrides=[
+            f"steps={args['steps']}", f"seed={seed}", "progress=false", "checkpoint_interval=0",
+            f"log_interval={args['steps']}", f"run_dir='{run_dir}'", f"algo.torch_threads={threads}"])
+        start = time.perf_counter()
+        algo.train()
+        seconds = time.perf_counter() - start
+        evaluation = algo.evaluate(episodes=args["eval_episodes"])
+    return {"steps_per_second": args["steps"] / seconds, "seconds": seconds, "eval": float(evaluation["return"])}
+
+
+WORKERS = {"sb3": sb3_worker, "rlf": rlf_worker}
+
+
+def main() -> None:
+    worker = worker_arguments()
+    if worker is not None:
+        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds = seeds (seed, seed+1, ...)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of every case (SB3 is fastest at 1)")
+    parser.add_argument("--with-defaults", action="store_true", help="also run rlf's default DQN settings")
+    parser.add_argument("--sb3-python", default=os.environ.get("SB3_PYTHON", "/tmp/sb3/bin/python"))
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it counts as failed")
+    parser.add_argument("--quick", action="store_true", help="2,000 steps, 1 round, 1 eval episode: a smoke run")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.rounds, args.eval_episodes = 2_000, 1, 1
+    if args.steps < 1 or args.rounds < 1 or args.eval_episodes < 1:
+        raise UsageError("--steps, --rounds and --eval-episodes must be at least 1")
+    sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV)
+    common = {"steps": args.steps, "eval_episodes": args.eval_episodes}
+    cases = [Case("SB3 DQN, rl-zoo settings", sb3, "sb3", common, args.threads, peer=True),
+             Case("rlf DQN, examples/cartpole.toml", sys.executable, "rlf", {**common, "preset": str(PRESET)},
+                  args.threads)]
+    if args.with_defaults:
+        cases.append(Case("rlf DQN, default settings", sys.executable, "rlf", common, args.threads))
+    print(machine_line())
+    print(f"DQN CartPole-v1: {args.steps} env steps per run, {args.rounds} rounds (seeds {args.seed}.."
+          f"{args.seed + args.rounds - 1}), torch threads {args.threads}, greedy eval {args.eval_episodes} episodes",
+          flush=True)
+    results = alternate(Path(__file__), cases, args.rounds, args.seed, args.timeout)
+    print_table(
+        "DQN CartPole-v1", [
+            ("env steps/s (median)", lambda rows: f"{median([r['steps_per_second'] for r in rows]):,.0f}"),
+            ("greedy eval per seed", lambda rows: ", ".join(f"{r['eval']:.0f}" for r in rows)),
+            ("seeds >= 475", lambda rows: f"{sum(r['eval'] >= 475 for r in rows)}/{len(rows)}"),
+        ], results, cases, "steps_per_second", f"{args.steps} env steps, {machine_line()}")
+
+
+if __name__ == "__main__":
+    main_guard(main)

@@ -1,0 +1,1 @@
+"""rlf-plugin-reinforce: REINFORCE, the docs' tutorial plugin (docs/tutorial.md)."""

@@ -1,0 +1,25 @@
+"""The docs' tutorial plugin (docs/tutorial/rlf-plugin-reinforce, shown whole in docs/tutorial.md) installs
+with pip, is found through its entry point, and passes its own tests, which train it on CartPole."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from support import ROOT, child_env, pip_install
+
+TUTORIAL = ROOT / "docs" / "tutorial" / "rlf-plugin-reinforce"
+
+
+def test_tutorial_plugin_installs_learns_and_resumes(tmp_path: Path):
+    python = child_env(tmp_path / "venv")
+    pip_install(python, TUTORIAL)
+    env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}
+    listing = subprocess.run([str(python), "-m", "rlf.cli", "list"], capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert listing.returncode == 0 and "reinforce" in listing.stdout, listing.stdout + listing.stderr
+    tested = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TUTORIAL / "tests")],
+                            cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
+    assert "2 passed" in tested.stdout, tested.stdout
