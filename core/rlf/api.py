@@ -122,25 +122,6 @@ def _named_settings(kind: str, names: list[str], lookup, settings: Mapping[str, 
     return resolved
 
 
-def _check_run_dir_path(path: Path) -> None:
-    """A run directory path that cannot become a directory, found before anything is written."""
-    import errno
-    import os
-
-    try:
-        if path.exists() and not path.is_dir():
-            raise ConfigError(f"run directory {path} is a file; choose another --run-dir")
-        os.stat(path)  # may be absent; what matters is whether it could be looked up
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        fix = {errno.ENAMETOOLONG: "a name in it is too long: choose a shorter --run-dir",
-               errno.ENOTDIR: "a file is in the way: choose another --run-dir"}.get(exc.errno)
-        if fix is None:
-            raise
-        raise ConfigError(f"run directory {path}: {exc.strerror}; {fix}") from None
-
-
 def _check_chosen_names(algorithm: str, run: Mapping[str, Any]) -> None:
     """run.algorithm is chosen on the command line; a different one in a file or --set would be ignored."""
     chosen = run.get("algorithm", algorithm)
@@ -226,7 +207,7 @@ class Algorithm:
         check_compatible(self.resolved.algorithm, env_spec)
         check_builders(self.resolved.algorithm.build_agent, self.resolved.algorithm.build_learner)
         check_device(self.resolved.run.device)
-        _check_run_dir_path(self.run_dir)
+        rundir.validate(self.run_dir)
         return env_spec
 
     def train(self, steps: int | None = None, progress: bool | None = None,

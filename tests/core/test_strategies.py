@@ -88,7 +88,7 @@ def test_an_algorithm_whose_config_does_not_extend_its_strategys_settings_is_nam
     ("on_policy", {"strategy": "a:B"}, "reserved"),
     ("mine", {"strategy": "a:B", "config": rlf.EnvConfig}, "must subclass rlf.AlgorithmConfig"),
     ("mine", {"strategy": 3}, "must be a TrainStrategy class"),
-    ("on-policy", {"strategy": "a:B"}, "strategy 'on-policy' is registered by 2 plugins"),
+    ("on-policy", {"strategy": "a:B"}, "strategy 'on-policy' is already registered by plugin 'rlf' (the core)"),
 ])
 def test_bad_strategy_registrations_are_plugin_errors(name, kwargs, error):
     reg = _registry_with("on-policy", strategies={name: kwargs})

@@ -79,7 +79,7 @@ def _other_cases():
         yield f"malformed-set-{pair!r}", [*train, "--set", pair], None
     yield "set-into-a-value", [*train, "--set", "seed=1", "--set", "seed.x=2"], None
     # unknown algorithm and environment names
-    for name in ("sac", "ppo2", "", "RANDOM", "random ", "gym:CartPole-v1", "-", "a" * 300):
+    for name in ("no-such-algo", "ppo2", "", "RANDOM", "random ", "gym:CartPole-v1", "-", "a" * 300):
         yield f"unknown-algorithm-{name[:20]!r}", ["train", name, "--env", "gym:CartPole-v1", *QUICK], None
     for env in ("atari", "gym:NoSuchEnv-v0", "gym:", "gym:CartPol-v1", "mario2", ":", "gym", "predator",
                 "gym:ALE/Pong-v5", "x" * 300, "gym:CartPole-v1:extra"):
@@ -153,7 +153,7 @@ def _other_cases():
     yield "eval-foreign", ["eval", "{fixtures}/foreign"], None
     for episodes in ("0", "-1"):
         yield f"eval-episodes={episodes}", ["eval", "{run}", "--episodes", episodes], None
-    yield "config-unknown-algorithm", ["config", "sac"], None
+    yield "config-unknown-algorithm", ["config", "no-such-algorithm"], None
     yield "config-nothing", ["config"], None
     yield "config-unknown-env", ["config", "--env", "atari"], None
     yield "config-bad-env-of-algorithm", ["config", ALGO, "--env", "nope"], None

@@ -70,15 +70,26 @@ def test_a_checkpoint_restores_weights_optimizer_statistics_counters_and_samplin
     assert algo.counters["env_steps"] == 600  # the workers together, exactly the budget
     path = algo.save(tmp_path / "a3c.rlf")
     again = rlf.load(path, overrides=[f"run_dir='{tmp_path / 'again'}'"])
-    again.train(steps=600)  # no step left to take: builds, restores and stops
-    assert_trees_equal(again.strategy.state_dict()["agent"], algo.strategy.state_dict()["agent"])
-    assert_trees_equal(again.strategy.state_dict()["learner"], algo.strategy.state_dict()["learner"])
-    # Every worker's update landed in the shared model the main process saved: 600 steps / 5 per update.
-    assert again.strategy.learner.updates == algo.strategy.learner.updates == 120
     obs = {"predator_0": np.random.default_rng(0).uniform(-4, 4, (32, 2)).astype(np.float32)}
-    assert np.array_equal(again.strategy.agent.act(obs).actions["predator_0"],
-                          algo.strategy.agent.act(obs).actions["predator_0"])
-    assert again.evaluate(episodes=5, seed=1) == algo.evaluate(episodes=5, seed=1)
+    seen = {}
+
+    class Restored(rlf.Callback):
+        """What was restored, seen before the first step (a target at the checkpoint's step trains nothing)."""
+
+        def on_start(self, trainer):
+            seen["state"] = trainer.strategy.state_dict()
+            seen["updates"] = trainer.strategy.learner.updates
+            seen["actions"] = trainer.strategy.agent.act(obs).actions["predator_0"]
+            seen["eval"] = again.evaluate(episodes=5, seed=1)
+            trainer.request_stop("inspected")
+
+    again.train(steps=601, callbacks=[Restored()])
+    assert_trees_equal(seen["state"]["agent"], algo.strategy.state_dict()["agent"])
+    assert_trees_equal(seen["state"]["learner"], algo.strategy.state_dict()["learner"])
+    # Every worker's update landed in the shared model the main process saved: 600 steps / 5 per update.
+    assert seen["updates"] == algo.strategy.learner.updates == 120
+    assert np.array_equal(seen["actions"], algo.strategy.agent.act(obs).actions["predator_0"])
+    assert seen["eval"] == algo.evaluate(episodes=5, seed=1)
     resumed = rlf.load(path, overrides=[f"run_dir='{tmp_path / 'resumed'}'"])
     resumed.train(steps=1000)
     assert resumed.counters["env_steps"] == 1000 and resumed.strategy.learner.updates == 200

@@ -57,7 +57,7 @@ class UniformAgent(Agent):
 
 class CountingLearner(Learner):
     def __init__(self, context, agent):
-        self.context = context
+        self.context, self.agent = context, agent  # Learner.weights() hands the agent's state on
 
     def worker_init(self):
         WORKER_SEEDS.put((os.getpid(), self.context.seed))

@@ -33,6 +33,9 @@ class Uniform(Agent):
 
 
 class NoLearning(Learner):
+    def __init__(self, agent):
+        self.agent = agent  # Learner.weights() hands the agent's state to evaluation and the NaN guard
+
     def learn(self, transitions):
         return {"loss": 0.25}
 
@@ -48,7 +51,7 @@ class UniformPlugin:
 
     @hookimpl
     def rlf_register_algorithms(self, register):
-        register("uniform", build_agent=Uniform, build_learner=lambda context, agent: NoLearning(),
+        register("uniform", build_agent=Uniform, build_learner=lambda context, agent: NoLearning(agent),
                  family="off-policy", config=UniformConfig)
 
 
