@@ -43,3 +43,18 @@ def all_finite(tree: Any) -> bool:
     if isinstance(tree, float):
         return bool(np.isfinite(tree))
     return True
+
+
+def restore_only(algo: Any) -> Any:
+    """Build ``algo``'s strategy and restore its saved state into it, stopping before the first env
+    step; returns the strategy (agent, learner and state as the checkpoint left them). A train target at
+    the checkpoint's own step is an error (it would train nothing), so this asks for one step more
+    and stops at ``on_start``; run.json's step target records that request."""
+    from .callbacks import Callback
+
+    class _StopAtStart(Callback):
+        def on_start(self, trainer) -> None:
+            trainer.request_stop("restored only")
+
+    algo.train(steps=int(algo.counters.get("env_steps", 0)) + 1, callbacks=[_StopAtStart()])
+    return algo.strategy

@@ -16,6 +16,7 @@ from rlf_plugin_dqn.model import observation_layout
 
 import rlf
 from rlf import BuildContext, ConfigError, EnvSpec, IncompatibleError, RunConfig, Transitions
+from rlf.testing import restore_only
 
 
 def make(registry, env, tmp_path, *settings, algorithm="dqn"):
@@ -262,15 +263,15 @@ def test_resume_restores_weights_optimizer_counters_exploration_rngs_and_replay(
     saved = algo.strategy.state_dict()
     assert len(saved["learner"]["replay"]["agent"]["actions"]) == 1200
     path = algo.save(tmp_path / "ckpt.rlf")
-    loaded = rlf.load(path, registry=registry)
-    loaded.train(steps=1200)  # nothing left to do: builds, restores, stops
+    loaded = rlf.load(path, registry=registry, overrides=[f"run_dir='{tmp_path / 'loaded'}'"])
+    restore_only(loaded)
     assert_same_tree(loaded.strategy.state_dict()["agent"], saved["agent"])
     restored = loaded.strategy.learner.state_dict()
     restored.pop("torch_rng"), saved["learner"].pop("torch_rng")
     assert_same_tree(restored, saved["learner"])
     assert loaded.strategy.learner.train_steps == algo.strategy.learner.train_steps > 0
     # and it goes on learning from the restored replay
-    resumed = rlf.load(path, registry=registry)
+    resumed = rlf.load(path, registry=registry, overrides=[f"run_dir='{tmp_path / 'resumed'}'"])
     resumed.train(steps=1400)
     assert len(resumed.strategy.learner.buffers["agent"]) == 1400
     assert resumed.strategy.learner.train_steps > algo.strategy.learner.train_steps
@@ -280,8 +281,9 @@ def test_save_replay_false_leaves_the_replay_out(registry, tmp_path):
     algo = make(registry, "gym:CartPole-v1", tmp_path / "run", "steps=300", "save_replay=false")
     algo.train()
     assert "replay" not in algo.strategy.state_dict()["learner"]
-    loaded = rlf.load(algo.save(tmp_path / "ckpt.rlf"), registry=registry)
-    loaded.train(steps=300)
+    loaded = rlf.load(algo.save(tmp_path / "ckpt.rlf"), registry=registry,
+                      overrides=[f"run_dir='{tmp_path / 'loaded'}'"])
+    restore_only(loaded)
     assert len(loaded.strategy.learner.buffers["agent"]) == 0
 
 
@@ -308,7 +310,8 @@ def test_image_env_trains_on_the_cnn_with_frame_replay_and_resumes_with_it(regis
     # one new frame per step, plus at most one first frame per episode (fewer when a reset stack
     # happens to equal the last one: this env has only two distinct frames)
     assert 400 <= buffer.frames_written <= 400 + algo.strategy.tracker.episodes + 2
-    loaded = rlf.load(algo.save(tmp_path / "ckpt.rlf"), registry=registry)
+    loaded = rlf.load(algo.save(tmp_path / "ckpt.rlf"), registry=registry,
+                      overrides=[f"run_dir='{tmp_path / 'loaded'}'"])
     loaded.train(steps=420)
     assert len(loaded.strategy.learner.buffers["agent"]) == 420
 
