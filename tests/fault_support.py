@@ -129,4 +129,6 @@ def assert_history_consistent(run_dir: Path, upto: int | None = None, complete: 
 
 def tree(root: Path) -> dict[str, int]:
     """Every file under ``root`` with its size: to prove nothing outside a run directory was touched."""
-    return {str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*")) if p.is_file()}
+    # Bytecode caches are Python's, written when a child imports a test module beside the run: not ours.
+    return {str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
