@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()  # `rlf list | head`: the reader has what it wanted
         return 0
     except OSError as exc:
-        line = _os_error_line(exc)
+        from .rundir import os_error_line
+
+        line = os_error_line(exc)
         if line is None:
             raise
         print(f"rlf: error: {line}", file=sys.stderr)
@@ -112,25 +114,6 @@ def _stdout_closed() -> bool:
         return bool(poller.poll(0))
     except (AttributeError, OSError, ValueError):
         return False
-
-
-def _os_error_line(exc: OSError) -> str | None:
-    """Filesystem problems a user fixes (full disk, permissions, a path in the way), as one line."""
-    import errno
-
-    fixes = {errno.ENOSPC: "free some space or choose another --run-dir",
-             errno.EDQUOT: "free some space or choose another --run-dir",
-             errno.EROFS: "choose a writable --run-dir",
-             errno.EACCES: "fix the permissions or choose another path",
-             errno.EPERM: "fix the permissions or choose another path",
-             errno.ENAMETOOLONG: "choose a shorter path",
-             errno.ENOTDIR: "a file is in the way of a directory there: move it or choose another path",
-             errno.EEXIST: "a file is in the way of a directory there: move it or choose another path",
-             errno.EISDIR: "a directory is where a file is expected: pass a file"}
-    if exc.errno not in fixes:
-        return None
-    where = f" ({exc.filename})" if exc.filename else ""
-    return f"{exc.strerror or exc}{where}; {fixes[exc.errno]}"
 
 
 def _train(args) -> int:

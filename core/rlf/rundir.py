@@ -202,22 +202,41 @@ def _step(text: str) -> float | None:
 
 # -- disk errors ----------------------------------------------------------------------------------
 
-DISK_ERRNOS = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space",
-               errno.EROFS: "make it writable", errno.EACCES: "fix the permissions",
-               errno.EPERM: "fix the permissions", errno.EIO: "check the disk"}
+_ELSEWHERE = "or choose another --run-dir"
+FS_FIXES = {
+    errno.ENOSPC: f"free some space {_ELSEWHERE}", errno.EDQUOT: f"free some space {_ELSEWHERE}",
+    errno.EROFS: f"make it writable {_ELSEWHERE}", errno.EIO: f"check the disk {_ELSEWHERE}",
+    errno.EACCES: "fix the permissions or choose another path",
+    errno.EPERM: "fix the permissions or choose another path",
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.ENOTDIR: "a file is in the way of a directory there: move it or choose another path",
+    errno.EEXIST: "a file is in the way of a directory there: move it or choose another path",
+    errno.EISDIR: "a directory is where a file is expected: pass a file",
+}
+"""Filesystem errors a user can fix, and how: one table for run-directory writes and the CLI's last resort."""
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
+"""The ones that mean the disk under a run, rather than a path the user gave, went wrong."""
+
+
+def os_error_line(exc: OSError) -> str | None:
+    """A user-fixable filesystem error as one line (None: not one we can explain)."""
+    if exc.errno not in FS_FIXES:
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}; {FS_FIXES[exc.errno]}"
 
 
 def disk_error(exc: OSError, run_dir: Path, step: int | None) -> RunDirError | None:
     """A user-fixable OSError writing the run as one line (None: not one we can explain)."""
-    fix = DISK_ERRNOS.get(exc.errno)
-    if fix is None:
+    if exc.errno not in DISK_ERRNOS:
         return None
+    fix = FS_FIXES[exc.errno]
     kept = (f"; the last checkpoint is kept: continue with `rlf train --resume {run_dir}`"
             if (Path(run_dir) / "checkpoint.rlf").is_file() else "")
     where = f" at env step {step}" if step else ""
     name = f" ({exc.filename})" if exc.filename else ""
     return RunDirError(f"cannot write run directory {run_dir}{where}: {exc.strerror or os.strerror(exc.errno)}"
-                       f"{name}; {fix} or choose another --run-dir{kept}")
+                       f"{name}; {fix}{kept}")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
