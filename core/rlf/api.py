@@ -196,7 +196,7 @@ class Algorithm:
 
     def _collector(self) -> Collector:
         spec = self.resolved.collector_spec
-        return Collector(spec.name, spec.build_collector, self.resolved.collector)
+        return Collector(spec.name, spec.build_collector, self.resolved.collector, spec.build_actor_pool)
 
     # -- training -------------------------------------------------------------------------------
     def check(self):

@@ -102,6 +102,11 @@ class OffPolicyConfig(AlgorithmConfig):
     )
     actor_sync_interval: int = Field(
         1000, ge=1, description="With actors: env steps between pushes of the learner's weights to the actors.")
+    actor_lockstep: bool = Field(
+        False,
+        description="With actors: the learner takes one chunk from each actor in turn and an actor starts its "
+                    "next chunk only then, with the weights pushed so far: reproducible from the seed, the same "
+                    "transitions from local and Ray actors, but actors wait for the learner (for tests).")
 
 
 class StopAtConfig(StrictModel):

@@ -678,6 +678,9 @@ class Collector:
     name: str
     build_collector: Callable[..., Any]
     config: Any = None
+    build_actor_pool: Callable[..., Any] | None = None
+    """Where the off-policy strategy's actors (``algo.actors > 0``) run when this collector is selected:
+    ``build_actor_pool(job, config) -> rlf.training.off_policy.ActorPool``; None: forked local processes."""
 
     def __call__(self, env_name: str, factory: EnvFactory, num_envs: int) -> VectorEnv:
         from .errors import PluginError

@@ -50,7 +50,7 @@ class RegisterStrategy(Protocol):
 
 class RegisterCollector(Protocol):
     def __call__(self, name: str, *, build_collector: BuildCollector | str, config: type[BaseModel] | None = None,
-                 description: str = "") -> None: ...
+                 description: str = "", build_actor_pool: Callable | str | None = None) -> None: ...
 
 
 class RegisterLogger(Protocol):
@@ -93,7 +93,12 @@ def rlf_register_collectors(register: RegisterCollector):
     selects it and the config section ``[collector]`` is validated against ``config`` (a pydantic
     model class; default: ``rlf.CollectorConfig``, which has no fields).
     ``build_collector(env_name, factory, num_envs, config)`` returns the ``VectorEnv``; it may be a
-    ``"package.module:function"`` string, imported on first use."""
+    ``"package.module:function"`` string, imported on first use.
+
+    ``build_actor_pool(job, config)`` (optional, same string form) hosts the off-policy strategy's
+    actors (``algo.actors > 0``) where this collector hosts envs; it gets an
+    ``rlf.training.off_policy.ActorJob`` and returns an ``ActorPool``. Without it, actors are local
+    processes whatever ``run.vector`` is."""
 
 
 @hookspec

@@ -161,6 +161,8 @@ class CollectorSpec:
     config: type[BaseModel]
     plugin: str
     description: str = ""
+    build_actor_pool: Callable | None = None
+    """``build_actor_pool(job, config) -> ActorPool``: hosts the off-policy actors (None: local processes)."""
 
 
 @dataclass(frozen=True)
@@ -410,7 +412,8 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
         return register
 
     def collector_registrar(plugin: str):
-        def register(name: str, *, build_collector, config=None, description: str = "") -> None:
+        def register(name: str, *, build_collector, config=None, description: str = "",
+                     build_actor_pool=None) -> None:
             config = CollectorConfig if config is None else config
             if not (isinstance(config, type) and issubclass(config, BaseModel)):
                 raise PluginError(f"collector {name!r}: config must be a pydantic model class (e.g. a "
@@ -418,7 +421,9 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             if not name or name == AUTO_COLLECTOR:
                 raise PluginError(f"collector name {name!r} is reserved or empty; choose another name")
             _claim(registry.collectors, name, plugin, "collector")
-            registry.collectors[name] = CollectorSpec(name, _builder(build_collector), config, plugin, description)
+            registry.collectors[name] = CollectorSpec(
+                name, _builder(build_collector), config, plugin, description,
+                None if build_actor_pool is None else _builder(build_actor_pool))
             registry.plugins[plugin].collectors.append(name)
         return register
 

@@ -13,6 +13,7 @@ from pydantic import Field
 import rlf
 from rlf import Acting, Agent, Learner, OffPolicyConfig, StrategyFamily, hookimpl
 from rlf.plugins import load_registry
+from rlf.testing import assert_trees_equal
 
 # -- a probe: the agent acts with the weight version it holds, the learner records every step --------
 
@@ -186,3 +187,21 @@ def test_synchronous_mode_stays_reproducible(registry, tmp_path):
         algo.train()
         runs.append((tmp_path / name / "episodes.csv").read_text())
     assert runs[0] == runs[1]
+
+
+def test_lockstep_actors_are_reproducible_and_take_turns(probe_registry, registry, tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        algo = make(registry, "tabular-q", "line", tmp_path / name, "steps=1200", "seed=3", "num_envs=2",
+                    "algo.actors=2", "algo.actor_lockstep=true", "algo.actor_sync_interval=100")
+        algo.train()
+        runs.append(((tmp_path / name / "episodes.csv").read_text(), algo.strategy.learner.state_dict()))
+        assert mp.active_children() == []
+    assert runs[0][0] == runs[1][0] and len(runs[0][0].splitlines()) > 20
+    assert_trees_equal(runs[0][1], runs[1][1])
+    # chunks come actor 0, 1, 0, 1, ... whichever actor is faster
+    algo = make(probe_registry, "probe", "gym:CartPole-v1", tmp_path / "probe", "steps=640", "num_envs=2",
+                "algo.actors=2", "algo.actor_lockstep=true")
+    algo.train()
+    senders = [int(np.flatnonzero(t.alive["agent"])[0]) // 2 for t in algo.strategy.learner.calls]
+    assert senders == [(step // 32) % 2 for step in range(len(senders))]  # 32 steps of 2 envs per chunk

@@ -8,8 +8,15 @@ exploration advances by the actors' steps, and ``learner.weights()`` is pushed t
 ``actor_sync_interval`` env steps. The learner sees one vector of ``actors * num_envs`` envs (that is
 the ``num_envs`` of the env spec it is built with): actor ``i`` owns rows ``i*num_envs`` to
 ``(i+1)*num_envs - 1``, and in each ``Transitions`` only the rows of the actor that sent it are
-alive. Actor mode is not reproducible step for step; ``actors = 0`` is. Actors step their envs
-in-process; the run's collector (``run.vector``) is what ``actors = 0`` steps.
+alive. Actors step their envs in-process; the run's collector (``run.vector``) is what
+``actors = 0`` steps, and, if it offers an actor pool (``build_actor_pool``, e.g. ``vector = "ray"``),
+where the actors run; otherwise they are forked local processes.
+
+Actor mode takes chunks as they come and actors load pushed weights whenever they arrive, so it is
+not reproducible step for step; ``actors = 0`` is, and so is ``actor_lockstep = true``: the learner
+takes one chunk from each actor in turn, and an actor starts its next chunk only when its previous
+one was taken, with the weights pushed by then. Every pool runs the same ``ActorWorker``, so in
+lockstep local and Ray actors hand the learner the same transitions.
 
 Weights pushed to actors are loaded with ``agent.load_state_dict``; an agent whose state carries an
 action RNG should leave it out of ``learner.weights()`` so each actor keeps its own stream.
@@ -21,13 +28,13 @@ import multiprocessing as mp
 import os
 import queue
 import signal
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..envs import describe_env, make_vector_env
-from ..interfaces import Transitions
+from ..interfaces import BuildContext, StateTree, Transitions
 from ..plugins import StrategyFamily
 from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics
 
@@ -40,19 +47,127 @@ ACTOR_SEED_STRIDE = 104_729
 QUEUE_POLL_S = 1.0
 
 
+@dataclass
+class ActorJob:
+    """What an actor pool needs to start a run's actors; picklable, to ship to other machines."""
+
+    algorithm: Any
+    """The registered algorithm: ``algorithm.build_agent(context)`` builds each actor's agent copy."""
+    env_name: str
+    env_factory: Any
+    context: BuildContext
+    """The learner's; each actor builds with its own seed and env spec (``context.run.num_envs`` envs)."""
+    seeds: list[int]
+    """Actor ``i`` seeds its agent with ``seeds[i]`` and resets its envs from it."""
+    weights: StateTree
+    """The learner's weights at the start: every actor loads them before its first chunk."""
+    lockstep: bool = False
+    """``collect`` takes actors in turn and an actor starts a chunk only when the previous was taken."""
+
+    @property
+    def count(self) -> int:
+        return len(self.seeds)
+
+
+class ActorPool(Protocol):
+    """The off-policy strategy's only view of actors hosted elsewhere (the seam a collector's
+    ``build_actor_pool(job, config)`` fills; every actor is an ``ActorWorker``, started on ``job.weights``)."""
+
+    restarts: int
+    """Actors restarted so far (logged as ``actor_restarts``)."""
+
+    def collect(self) -> tuple[int, dict[str, Any]]:
+        """The next chunk as ``(actor index, ActorWorker.chunk())``, arrays owned by this process.
+
+        Lockstep: actor 0's, 1's, ... in turn; an actor's next chunk starts at the first ``collect``
+        after its previous one was returned, with the weights pushed by then. Otherwise: whichever
+        is ready. Raises an ``rlf.errors.RlfError`` (one line) when actors are lost for good."""
+
+    def push(self, weights: StateTree) -> None:
+        """The learner's new weights, for every actor's next chunk."""
+
+    def close(self) -> None: ...
+
+
+class ActorWorker:
+    """One actor: own envs (in this process) and own agent copy; each ``chunk()`` steps them
+    ``chunk_steps`` times. Local processes and every actor pool run this same code, so the same
+    seed and weights give the same transitions wherever an actor runs."""
+
+    def __init__(self, job: ActorJob, seed: int):
+        run = job.context.run
+        self.envs = make_vector_env(job.env_name, job.env_factory, run.num_envs, subprocess=False)
+        try:
+            context = replace(job.context, env_spec=self.envs.spec, seed=seed, device="cpu")
+            self.agent = job.algorithm.build_agent(context)
+            spec = self.envs.spec
+            self.tracker = EpisodeTracker(spec.agent_ids, self.envs.num_envs, spec.multi_agent)
+            self.chunk_steps = max(1, -(-CHUNK_ENV_STEPS // self.envs.num_envs))
+            self.obs = self.envs.reset(seed=seed)
+        except BaseException:
+            self.envs.close()
+            raise
+
+    def load(self, weights: StateTree) -> None:
+        self.agent.load_state_dict(weights)
+
+    def chunk(self) -> dict[str, Any]:
+        """``chunk_steps`` steps of every env: per-step arrays stacked (steps, n, ...) per field and
+        agent, episode ends, and the episodes that ended as ``(step, row)``."""
+        envs, agent, tracker = self.envs, self.agent, self.tracker
+        agent_ids, n = envs.spec.agent_ids, envs.num_envs
+        columns: dict[str, dict[str, list[np.ndarray]]] = {
+            name: {a: [] for a in agent_ids}
+            for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "alive")}
+        ended_steps: list[np.ndarray] = []
+        episodes: list[tuple[int, dict[str, float]]] = []
+        obs = self.obs
+        for t in range(self.chunk_steps):
+            acting = agent.act(obs, explore=True)
+            batch = envs.step(acting.actions)
+            for name, source in (("obs", obs), ("actions", acting.actions), ("rewards", batch.rewards),
+                                 ("next_obs", batch.next_obs), ("terminated", batch.terminated),
+                                 ("truncated", batch.truncated), ("alive", batch.alive)):
+                for a in agent_ids:
+                    columns[name][a].append(np.asarray(source[a]))
+            ended = batch.episode_ended
+            ended_steps.append(ended.copy())
+            if batch.ended_envs:
+                episodes.extend((t, row) for row in tracker.update(batch, agent.metrics()))
+                agent.reset_state(ended)
+            else:
+                tracker.update(batch)
+            agent.on_progress(n, len(batch.ended_envs))
+            obs = batch.obs
+        self.obs = obs
+        return {"steps": self.chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
+                "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}
+                           for name, per_agent in columns.items()}}
+
+    def close(self) -> None:
+        self.envs.close()
+
+
 class OffPolicyStrategy(BaseStrategy):
     family = StrategyFamily.OFF_POLICY
 
     def setup(self) -> None:
         self.actors: list[Any] = []
+        self.pool: ActorPool | None = None
         count = getattr(self.context.config, "actors", 0)
         if count:
             self._setup_actors(count)
         else:
             super().setup()
 
+    @property
+    def actor_restarts(self) -> int:
+        """Actors a pool restarted so far (the Trainer logs them once there is one)."""
+        pool = getattr(self, "pool", None)
+        return pool.restarts if pool is not None else 0
+
     def step(self, limit: int) -> StepResult:
-        if self.actors:  # set by setup()
+        if self.actors or self.pool is not None:  # set by setup()
             return self._step_actors(limit)
         envs, agent, learner, tracker = self.envs, self.agent, self.learner, self.tracker
         n = envs.num_envs
@@ -97,21 +212,56 @@ class OffPolicyStrategy(BaseStrategy):
             self._restore(self._pending_state)
             self._pending_state = None
         self._steps_since_sync = 0
+        weights = self.learner.weights()
+        base_seed = run.seed + 7919 * self._reset_count
+        seeds = [base_seed + ACTOR_SEED_STRIDE * (index + 1) for index in range(count)]
+        self._lockstep = bool(getattr(self.context.config, "actor_lockstep", False))
+        self._job = ActorJob(self.algorithm, self.env_name, self.env_factory, self.context, seeds, weights,
+                             self._lockstep)
+        build_pool = getattr(self.collector, "build_actor_pool", None)
+        if build_pool is not None:
+            self.pool = build_pool(self._job, self.collector.config)
+            return
+        # lockstep bookkeeping: whose chunk is next, chunks that came early, weights not yet sent
+        self._turn, self._taken, self._early = 0, None, {}
+        self._unsent: list[Any] = [None] * count
         # fork, as the async on-policy workers do: actors get the builders without pickling them
         ctx = mp.get_context("fork")
         self._reports = ctx.Queue(maxsize=2 * count)
         self._stop = ctx.Event()
         self._weight_queues = []
-        weights = self.learner.weights()
-        base_seed = run.seed + 7919 * self._reset_count
         for index in range(count):
             inbox = ctx.Queue()
             inbox.put(weights)
             process = ctx.Process(target=_run_actor, name=f"rlf-actor-{index}", daemon=True,
-                                  args=(self, index, base_seed + ACTOR_SEED_STRIDE * (index + 1), inbox))
+                                  args=(self, index, seeds[index], inbox))
             process.start()
             self._weight_queues.append(inbox)
             self.actors.append(process)
+
+    def _next_chunk(self) -> tuple[int, dict[str, Any]]:
+        """The local actors' next chunk; in lockstep, the next actor's in turn (see the module doc)."""
+        if not self._lockstep:
+            return self._next_report()
+        if self._taken is not None:  # its next chunk starts now, with the weights pushed since
+            self._weight_queues[self._taken].put(self._unsent[self._taken])
+            self._unsent[self._taken] = None
+        index = self._turn
+        self._turn = (index + 1) % len(self.actors)
+        while index not in self._early:
+            sender, chunk = self._next_report()
+            self._early[sender] = chunk
+        self._taken = index
+        return index, self._early.pop(index)
+
+    def _push(self, weights: StateTree) -> None:
+        if self.pool is not None:
+            self.pool.push(weights)
+        elif self._lockstep:
+            self._unsent = [weights] * len(self.actors)
+        else:
+            for inbox in self._weight_queues:
+                inbox.put(weights)
 
     def _next_report(self) -> tuple[int, dict[str, Any]]:
         while True:
@@ -127,7 +277,7 @@ class OffPolicyStrategy(BaseStrategy):
             return payload
 
     def _step_actors(self, limit: int) -> StepResult:
-        index, chunk = self._next_report()
+        index, chunk = self.pool.collect() if self.pool is not None else self._next_chunk()
         agent, learner = self.agent, self.learner
         n = self.context.run.num_envs
         total = self.context.env_spec.num_envs
@@ -155,14 +305,15 @@ class OffPolicyStrategy(BaseStrategy):
         self._steps_since_sync += used * n
         if self._steps_since_sync >= self.context.config.actor_sync_interval:
             self._steps_since_sync = 0
-            weights = self.learner.weights()
-            for inbox in self._weight_queues:
-                inbox.put(weights)
+            self._push(self.learner.weights())
         metrics = average_metrics(learned)
         metrics.update(agent.metrics())
         return StepResult(used * n, metrics, episodes)
 
     def teardown(self) -> None:
+        if getattr(self, "pool", None) is not None:
+            pool, self.pool = self.pool, None
+            pool.close()
         if getattr(self, "actors", None):
             self._stop.set()
             for process in self.actors:
@@ -211,62 +362,52 @@ def _latest(inbox) -> Any:
 
 
 def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
-    """An actor process: step own envs with an own agent copy, send chunks, load pushed weights."""
+    """An actor process: an ``ActorWorker`` sending chunks and loading pushed weights."""
     reports, stop = strategy._reports, strategy._stop
     # Ctrl-C reaches the whole process group: the main process checkpoints and stops the actors
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
+    lockstep = strategy._lockstep
 
     def running() -> bool:
         return not stop.is_set() and os.getppid() == parent
 
     try:
         strategy.learner.worker_init()
-        run = strategy.context.run
         # in-process envs: a daemonic actor may not start env subprocesses of its own
-        envs = make_vector_env(strategy.env_name, strategy.env_factory, run.num_envs, subprocess=False)
-        context = replace(strategy.context, env_spec=envs.spec, seed=seed, device="cpu")
-        agent = strategy.algorithm.build_agent(context)
-        agent.load_state_dict(inbox.get())
-        tracker = EpisodeTracker(envs.spec.agent_ids, envs.num_envs, envs.spec.multi_agent)
-        n = envs.num_envs
-        chunk_steps = max(1, -(-CHUNK_ENV_STEPS // n))
-        obs = envs.reset(seed=seed)
+        worker = ActorWorker(strategy._job, seed)
+        worker.load(inbox.get())
+        first = True
         while running():
-            weights = _latest(inbox)
+            if lockstep and not first:  # wait for the learner to take the last chunk: None keeps the weights
+                weights = _await(inbox, running)
+                if weights is _STOPPED:
+                    break
+            else:
+                weights = None if lockstep else _latest(inbox)
+            first = False
             if weights is not None:
-                agent.load_state_dict(weights)
-            columns: dict[str, dict[str, list[np.ndarray]]] = {
-                name: {a: [] for a in envs.spec.agent_ids}
-                for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "alive")}
-            ended_steps: list[np.ndarray] = []
-            episodes: list[tuple[int, dict[str, float]]] = []
-            for t in range(chunk_steps):
-                acting = agent.act(obs, explore=True)
-                batch = envs.step(acting.actions)
-                for name, source in (("obs", obs), ("actions", acting.actions), ("rewards", batch.rewards),
-                                     ("next_obs", batch.next_obs), ("terminated", batch.terminated),
-                                     ("truncated", batch.truncated), ("alive", batch.alive)):
-                    for a in envs.spec.agent_ids:
-                        columns[name][a].append(np.asarray(source[a]))
-                ended = batch.episode_ended
-                ended_steps.append(ended.copy())
-                if batch.ended_envs:
-                    episodes.extend((t, row) for row in tracker.update(batch, agent.metrics()))
-                    agent.reset_state(ended)
-                else:
-                    tracker.update(batch)
-                agent.on_progress(n, len(batch.ended_envs))
-                obs = batch.obs
-            chunk = {"steps": chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
-                     "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}
-                                for name, per_agent in columns.items()}}
+                worker.load(weights)
+            chunk = worker.chunk()
             while running():
                 try:
                     reports.put(("chunk", (index, chunk)), timeout=QUEUE_POLL_S)
                     break
                 except queue.Full:
                     continue
-        envs.close()
+        worker.close()
     except Exception as exc:  # noqa: BLE001 - reported to the main process, which raises it
         reports.put(("error", f"actor {index}: {type(exc).__name__}: {exc}"))
+
+
+_STOPPED = object()
+
+
+def _await(inbox, running) -> Any:
+    """The next message, or ``_STOPPED`` once the run stops."""
+    while running():
+        try:
+            return inbox.get(timeout=QUEUE_POLL_S)
+        except queue.Empty:
+            continue
+    return _STOPPED

@@ -135,10 +135,14 @@ class Trainer:
 
 def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
     """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts)."""
+    metrics: dict[str, float] = {}
     restarts = getattr(getattr(strategy, "envs", None), "restarts", 0)
-    if not restarts:
-        return {}
-    return {"env_restarts": float(restarts), "episodes_dropped": float(getattr(strategy.tracker, "dropped", 0))}
+    if restarts:
+        metrics = {"env_restarts": float(restarts), "episodes_dropped": float(getattr(strategy.tracker, "dropped", 0))}
+    actors = getattr(strategy, "actor_restarts", 0)  # off-policy actors an actor pool restarted
+    if actors:
+        metrics["actor_restarts"] = float(actors)
+    return metrics
 
 
 def episode_means(rows) -> dict[str, float]:

@@ -3,8 +3,10 @@ discovery and runs with other collectors never import Ray, bad settings are one-
 without the plugin the other collectors work and `vector=ray` says what to install."""
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,11 +77,36 @@ def test_no_running_cluster_is_one_line_with_what_to_do(tmp_path, monkeypatch):
         "to a running one, or use collector.address=local")
 
 
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_an_address_where_nothing_listens_is_one_line_within_the_connect_timeout(tmp_path, scheme):
+    run_dir = tmp_path / "run"
+    first = run(RLF, "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "64", "--no-progress", "--set",
+                "vector=sync", "--set", "algo.rollout_steps=32", "--run-dir", str(run_dir))
+    assert first.returncode == 0, first.stderr
+    saved = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"{scheme}127.0.0.1:{port}"
+    started = time.monotonic()
+    done = run(RLF, "train", "--resume", str(run_dir), "--steps", "128", "--set", "vector=ray",
+               "--set", f"collector.address='{address}'", "--set", "collector.connect_timeout_s=2")
+    assert time.monotonic() - started < 60  # Ray on its own retries such an address for minutes
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"rlf: error: collector.address={address}: nothing answers there within 2 s (Connection refused); start "
+        "the cluster's head there (`ray start --head`), point collector.address or RAY_ADDRESS at a running one, "
+        "raise collector.connect_timeout_s for a head still starting, or use collector.address=local")
+    # the run is as it was: checkpoint, config, history
+    assert {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()} == saved
+
+
 @pytest.mark.parametrize(("setting", "message"), [
     ("collector.address='nowhere'", r"collector.address: must be local, auto, ray://HOST:PORT or HOST:PORT"),
     ("collector.envs_per_actor=0", r"collector.envs_per_actor: .*greater than or equal to 1"),
     ("collector.max_restarts=-2", r"collector.max_restarts: .*greater than or equal to -1"),
     ("collector.scheduling='pack'", r"collector.scheduling: .*'default' or 'spread'"),
+    ("collector.connect_timeout_s=0", r"collector.connect_timeout_s: .*greater than 0"),
     ("collector.envs_per_actr=2", r"unknown key 'collector.envs_per_actr'; did you mean collector.envs_per_actor"),
 ])
 def test_bad_settings_are_config_errors(setting, message):

@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import math
 import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -98,6 +99,17 @@ def split(total: int, count: int) -> list[int]:
     return [total // count + (1 if i < total % count else 0) for i in range(count)]
 
 
+def actor_options(config: RayCollectorConfig) -> dict[str, Any]:
+    """Ray actor options from the ``[collector]`` settings: env actors and off-policy actors alike."""
+    options: dict[str, Any] = {"num_cpus": config.actor_cpus, "max_restarts": config.max_restarts,
+                               "max_task_retries": 0}
+    if config.resources:
+        options["resources"] = dict(config.resources)
+    if config.scheduling == "spread":
+        options["scheduling_strategy"] = "SPREAD"
+    return options
+
+
 def resolve_address(config: RayCollectorConfig) -> str:
     return config.address or os.environ.get("RAY_ADDRESS") or "local"
 
@@ -115,6 +127,12 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
         ray.init(address="local", num_cpus=cpus, include_dashboard=False,
                  object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
         return True
+    unreachable = _unreachable(address, config.connect_timeout_s)
+    if unreachable:
+        raise ConfigError(
+            f"collector.address={address}: nothing answers there within {config.connect_timeout_s:g} s ({unreachable});"
+            " start the cluster's head there (`ray start --head`), point collector.address or RAY_ADDRESS at a "
+            "running one, raise collector.connect_timeout_s for a head still starting, or use collector.address=local")
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -124,6 +142,29 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
             "--head`), set RAY_ADDRESS or collector.address to a running one, or use collector.address=local"
         ) from exc
     return False
+
+
+def _unreachable(address: str, timeout: float) -> str | None:
+    """Why nothing accepted a TCP connection at ``address`` within ``timeout`` s; None once one did
+    (and for ``auto``, which names no host).
+
+    Ray itself retries an address where nothing listens for minutes (its GCS client, Ray Client's
+    channel), so the run checks first; what answers is then Ray's to judge."""
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            socket.create_connection((host, int(port)), timeout=max(min(remaining, 5.0), 0.1)).close()
+            return None
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+        if time.monotonic() + 0.5 >= deadline:
+            return reason
+        time.sleep(0.5)  # a head that is still starting: try again
 
 
 class RayVector(VectorEnv):
@@ -150,13 +191,7 @@ class RayVector(VectorEnv):
             layout.extend((index, slice(a, b)) for a, b in zip(offsets, offsets[1:], strict=False))
         self._owns_ray = connect(config, config.actor_cpus * len(layout))
         self._address = resolve_address(config)
-        options: dict[str, Any] = {"num_cpus": config.actor_cpus, "max_restarts": config.max_restarts,
-                                   "max_task_retries": 0}
-        if config.resources:
-            options["resources"] = dict(config.resources)
-        if config.scheduling == "spread":
-            options["scheduling_strategy"] = "SPREAD"
-        remote = ray.remote(EnvHost).options(**options)
+        remote = ray.remote(EnvHost).options(**actor_options(config))
         self.actors = [_Actor(i, part, envs, remote.remote(name, factory, envs.stop - envs.start, config.niceness))
                        for i, (part, envs) in enumerate(layout)]
         self._by_part = [[actor for actor in self.actors if actor.part == p] for p in range(len(self._parts))]

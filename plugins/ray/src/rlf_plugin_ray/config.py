@@ -39,6 +39,10 @@ class RayCollectorConfig(StrictModel):
         3, ge=-1,
         description="Times Ray restarts a dead actor (its envs start fresh episodes); -1: without limit. "
                     "Past it, the run stops with a checkpoint.")
+    connect_timeout_s: float = Field(
+        30.0, gt=0.0, le=3600.0,
+        description="With a HOST:PORT or ray:// address: seconds to wait for something to answer there (a head "
+                    "that is still starting) before the run stops with one line.")
     restart_timeout_s: float = Field(
         300.0, gt=0.0,
         description="Seconds to wait for a restarted actor (e.g. for a node with free resources to join) "

@@ -1,4 +1,4 @@
-"""Entry point: registers the ``ray`` collector. Imports stay light: Ray loads when a run uses it."""
+"""Entry point: registers the ``ray`` collector (and its off-policy actor pool). Imports stay light: Ray loads when a run uses it."""
 
 from rlf import hookimpl
 
@@ -10,4 +10,6 @@ def rlf_register_collectors(register):
     from .config import RayCollectorConfig
 
     register("ray", build_collector="rlf_plugin_ray.collector:build_collector", config=RayCollectorConfig,
-             description="env copies on Ray actors, anywhere in a Ray cluster (local, auto, ray://...)")
+             build_actor_pool="rlf_plugin_ray.actors:build_actor_pool",
+             description="env copies, and off-policy actors (algo.actors), on Ray actors anywhere in a Ray "
+                         "cluster (local, auto, ray://...)")
