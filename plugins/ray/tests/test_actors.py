@@ -22,15 +22,16 @@ def dqn(env, tmp_path, *settings, registry=None):
 
 
 def test_dqn_learns_cartpole_from_two_ray_actors(local_ray, tmp_path):
-    algo = dqn("gym:CartPole-v1", tmp_path, "steps=6000", "seed=0", "algo.actors=2", "vector=ray",
-               "algo.exploration.schedule=per_step", "algo.exploration.decay_steps=3000", "algo.lr=1e-3",
-               *SMALL_DQN)
+    # DQN's defaults; greedy evaluations every 1,000 steps
+    algo = dqn("gym:CartPole-v1", tmp_path, "steps=4000", "seed=1", "algo.actors=2", "vector=ray",
+               "algo.torch_threads=1", "eval_interval=1000", "eval_episodes=5")
     algo.train()
     learner = algo.strategy.learner
-    assert learner.env_steps == 6000 and learner.train_steps > 1000
+    assert learner.env_steps == 4000 and learner.train_steps > 2000
     assert mp.active_children() == []  # no local actor processes: the actors were Ray's
-    # random play balances ~22 steps; the margin holds on a loaded machine (measured: see the plugin README)
-    assert algo.evaluate(episodes=10)["return"] >= 60
+    # random play balances ~22 steps. Measured best evaluation by 4,000 steps, seeds 0/1/2: 207/199/151
+    evaluations = [row["return"] for row in read_csv(tmp_path / "eval.csv")]
+    assert len(evaluations) == 4 and max(evaluations) >= 100, evaluations
 
 
 def test_lockstep_ray_actors_hand_the_learner_what_local_actors_hand_it(local_ray, tmp_path):
@@ -53,9 +54,9 @@ def test_lockstep_ray_actors_hand_the_learner_what_local_actors_hand_it(local_ra
 def test_a_killed_ray_actor_is_restarted_and_the_run_goes_on(local_ray, ray_registry, tmp_path):
     signals = tmp_path / "signals"
     signals.mkdir()
-    # one env kills its own actor process (as a segfault or the OOM killer would) at its 30th step
+    # one env kills its own actor process (as a segfault or the OOM killer would) at its 150th step (its third chunk: after the first log row)
     algo = dqn("flaky", tmp_path / "run", "steps=640", "seed=1", "algo.actors=2", "vector=ray",
-               "collector.max_restarts=1", f"env.signals='{signals}'", "env.crashes=1", "env.crash_at=30",
+               "collector.max_restarts=1", f"env.signals='{signals}'", "env.crashes=1", "env.crash_at=150",
                "log_interval=64", *SMALL_DQN, registry=ray_registry)
     algo.train()
     assert algo.counters["env_steps"] == 640 and algo.strategy.learner.env_steps == 640

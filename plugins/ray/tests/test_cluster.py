@@ -97,3 +97,27 @@ def test_training_survives_losing_a_worker_node_mid_run(cluster, tmp_path):
     assert envs.placement == [kept.node_id] * 4  # the lost node's actors came back on the other one
     last = read_csv(tmp_path / "run" / "metrics.csv")[-1]
     assert last["env_restarts"] == 2.0 and last["episodes_dropped"] >= 2.0
+
+
+class Placement(rlf.Callback):
+    """Records where the run's off-policy actors run, while they run."""
+
+    def __init__(self):
+        self.nodes: list[str] = []
+
+    def on_start(self, trainer):
+        self.nodes = list(trainer.strategy.pool.placement)
+
+
+def test_off_policy_actors_run_on_the_worker_nodes_and_feed_the_learner(cluster, tmp_path):
+    made, workers = cluster
+    placement = Placement()
+    algo = rlf.make("dqn", "gym:CartPole-v1", overrides=[
+        "steps=512", "num_envs=2", "seed=0", "progress=false", "checkpoint_interval=0", "algo.actors=2",
+        "algo.min_replay_size=64", "algo.batch_size=32", "algo.hidden_sizes=[32]", "algo.actor_sync_interval=128",
+        "vector=ray", "collector.resources={env_node = 1}", "collector.scheduling='spread'",
+        f"run_dir='{tmp_path}'"])
+    algo.train(callbacks=[placement])
+    assert sorted(placement.nodes) == sorted(node.node_id for node in workers)  # one on each, none on the head
+    learner = algo.strategy.learner
+    assert learner.env_steps == 512 and learner.train_steps > 0 and len(learner.buffers["agent"]) == 512

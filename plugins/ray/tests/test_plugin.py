@@ -65,6 +65,7 @@ def test_no_running_cluster_is_one_line_with_what_to_do(tmp_path, monkeypatch):
     def no_cluster(address=None, **kwargs):
         raise ConnectionError("Could not find any running Ray instance. Please specify the one to connect to.")
 
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # the token hint is tested below
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", no_cluster)
     algo = rlf.make("ppo", "gym:CartPole-v1", overrides=[
@@ -75,6 +76,26 @@ def test_no_running_cluster_is_one_line_with_what_to_do(tmp_path, monkeypatch):
         "collector.address=auto: cannot join the Ray cluster (Could not find any running Ray instance. Please "
         "specify the one to connect to.); start one (`ray start --head`), set RAY_ADDRESS or collector.address "
         "to a running one, or use collector.address=local")
+
+
+def test_a_cluster_that_refuses_the_driver_names_token_authentication(tmp_path, monkeypatch):
+    # What a Ray 2.60 driver or Ray Client without the token of a `ray start` cluster gets (measured)
+    import ray
+
+    def refused(address=None, **kwargs):
+        raise ConnectionError("ray client connection timeout")
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refused)
+    monkeypatch.setattr("rlf_plugin_ray.collector._unreachable", lambda address, timeout: None)
+    algo = rlf.make("ppo", "gym:CartPole-v1", overrides=[
+        "steps=64", "progress=false", "vector=ray", "collector.address='ray://head:10001'", f"run_dir='{tmp_path}'"])
+    with pytest.raises(ConfigError) as caught:
+        algo.train()
+    assert str(caught.value).endswith(
+        "; if the cluster uses token authentication (`ray start` turns it on by default from Ray 2.60), set "
+        "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the cluster's token here")
 
 
 @pytest.mark.parametrize("scheme", ["", "ray://"])

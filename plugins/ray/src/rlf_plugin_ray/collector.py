@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+from ray.exceptions import ActorUnavailableError, AuthenticationError, GetTimeoutError, RayActorError
 
 from rlf import AgentArrays, ConfigError, EnvFactory, EnvSpec, StepBatch, VectorEnv, make_vector_env
 
@@ -135,11 +135,16 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
             "running one, raise collector.connect_timeout_s for a head still starting, or use collector.address=local")
     try:
         ray.init(address=address, **quiet)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ConnectionError, RuntimeError, ValueError, AuthenticationError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # Ray 2.60's `ray start --head` turns token authentication on unless RAY_AUTH_MODE says otherwise,
+        # and a driver or Ray Client without the token is only told "timeout" or "failed to connect".
+        token = "" if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else (
+            "; if the cluster uses token authentication (`ray start` turns it on by default from Ray 2.60), set "
+            "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the cluster's token here")
         raise ConfigError(
             f"collector.address={address}: cannot join the Ray cluster ({first}); start one (`ray start "
-            "--head`), set RAY_ADDRESS or collector.address to a running one, or use collector.address=local"
+            f"--head`), set RAY_ADDRESS or collector.address to a running one, or use collector.address=local{token}"
         ) from exc
     return False
 
