@@ -94,7 +94,7 @@ def test_a_cluster_that_refuses_the_driver_names_token_authentication(tmp_path, 
     with pytest.raises(ConfigError) as caught:
         algo.train()
     assert str(caught.value).endswith(
-        "; if the cluster uses token authentication (`ray start` turns it on by default from Ray 2.60), set "
+        "; if the cluster uses token authentication (Ray 2.60's `ray start` turns it on where a token file exists), set "
         "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the cluster's token here")
 
 
@@ -104,7 +104,9 @@ def test_an_address_where_nothing_listens_is_one_line_within_the_connect_timeout
     first = run(RLF, "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "64", "--no-progress", "--set",
                 "vector=sync", "--set", "algo.rollout_steps=32", "--run-dir", str(run_dir))
     assert first.returncode == 0, first.stderr
-    saved = {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()}
+    # what a resume reads: run.json records each attempt's settings, the checkpoint is the run's own
+    data = ("checkpoint.rlf", "metrics.csv", "episodes.csv")
+    saved = {name: (run_dir / name).read_bytes() for name in data}
     with socket.socket() as probe:  # a port nothing listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -118,8 +120,8 @@ def test_an_address_where_nothing_listens_is_one_line_within_the_connect_timeout
         f"rlf: error: collector.address={address}: nothing answers there within 2 s (Connection refused); start "
         "the cluster's head there (`ray start --head`), point collector.address or RAY_ADDRESS at a running one, "
         "raise collector.connect_timeout_s for a head still starting, or use collector.address=local")
-    # the run is as it was: checkpoint, config, history
-    assert {path.name: path.read_bytes() for path in run_dir.iterdir() if path.is_file()} == saved
+    # the run is as it was: checkpoint (with its settings) and history
+    assert {name: (run_dir / name).read_bytes() for name in data} == saved
 
 
 @pytest.mark.parametrize(("setting", "message"), [

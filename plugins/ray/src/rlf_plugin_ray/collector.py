@@ -137,10 +137,11 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError, AuthenticationError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        # Ray 2.60's `ray start --head` turns token authentication on unless RAY_AUTH_MODE says otherwise,
-        # and a driver or Ray Client without the token is only told "timeout" or "failed to connect".
+        # Ray 2.60's `ray start` turns token authentication on where a token file exists (any earlier local
+        # ray.init writes one), and a driver with an explicit address sends no token unless RAY_AUTH_MODE=token;
+        # it is then only told "timeout" or "failed to connect" (docs/SCALE.md).
         token = "" if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else (
-            "; if the cluster uses token authentication (`ray start` turns it on by default from Ray 2.60), set "
+            "; if the cluster uses token authentication (Ray 2.60's `ray start` turns it on where a token file exists), set "
             "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the cluster's token here")
         raise ConfigError(
             f"collector.address={address}: cannot join the Ray cluster ({first}); start one (`ray start "
