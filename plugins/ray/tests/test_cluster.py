@@ -1,5 +1,5 @@
 """A Ray cluster simulated on this machine (Ray's own cluster utilities): a head node without env
-resources and two worker nodes that offer them. Envs run only where their resources are, and a
+resources and two worker nodes that offer them. Envs and off-policy actors run only where their resources are, and a
 training run survives losing a whole worker node mid-run."""
 
 import logging
@@ -55,6 +55,34 @@ def test_envs_are_placed_only_on_the_worker_nodes_that_offer_their_resources(clu
         envs.close()
 
 
+class Placement(rlf.Callback):
+    """Records where the run's off-policy actors run, while they run."""
+
+    def __init__(self):
+        self.nodes: list[str] = []
+
+    def on_start(self, trainer):
+        self.nodes = list(trainer.strategy.pool.placement)
+
+
+def test_off_policy_actors_run_on_the_worker_nodes_and_feed_the_learner(cluster, tmp_path):
+    import ray
+
+    made, workers = cluster
+    alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    live_workers = {node.node_id for node in workers} & alive  # (another test removes a worker)
+    placement = Placement()
+    algo = rlf.make("dqn", "gym:CartPole-v1", overrides=[
+        "steps=512", "num_envs=2", "seed=0", "progress=false", "checkpoint_interval=0", "algo.actors=2",
+        "algo.min_replay_size=64", "algo.batch_size=32", "algo.hidden_sizes=[32]", "algo.actor_sync_interval=128",
+        "vector=ray", "collector.resources={env_node = 1}", "collector.scheduling='spread'",
+        f"run_dir='{tmp_path}'"])
+    algo.train(callbacks=[placement])
+    assert live_workers and set(placement.nodes) == live_workers  # spread over the workers, never on the head
+    learner = algo.strategy.learner
+    assert learner.env_steps == 512 and learner.train_steps > 0 and len(learner.buffers["agent"]) == 512
+
+
 def test_training_survives_losing_a_worker_node_mid_run(cluster, tmp_path):
     from rlf_plugin_ray.testing import FlakyEnvPlugin
 
@@ -98,26 +126,3 @@ def test_training_survives_losing_a_worker_node_mid_run(cluster, tmp_path):
     last = read_csv(tmp_path / "run" / "metrics.csv")[-1]
     assert last["env_restarts"] == 2.0 and last["episodes_dropped"] >= 2.0
 
-
-class Placement(rlf.Callback):
-    """Records where the run's off-policy actors run, while they run."""
-
-    def __init__(self):
-        self.nodes: list[str] = []
-
-    def on_start(self, trainer):
-        self.nodes = list(trainer.strategy.pool.placement)
-
-
-def test_off_policy_actors_run_on_the_worker_nodes_and_feed_the_learner(cluster, tmp_path):
-    made, workers = cluster
-    placement = Placement()
-    algo = rlf.make("dqn", "gym:CartPole-v1", overrides=[
-        "steps=512", "num_envs=2", "seed=0", "progress=false", "checkpoint_interval=0", "algo.actors=2",
-        "algo.min_replay_size=64", "algo.batch_size=32", "algo.hidden_sizes=[32]", "algo.actor_sync_interval=128",
-        "vector=ray", "collector.resources={env_node = 1}", "collector.scheduling='spread'",
-        f"run_dir='{tmp_path}'"])
-    algo.train(callbacks=[placement])
-    assert sorted(placement.nodes) == sorted(node.node_id for node in workers)  # one on each, none on the head
-    learner = algo.strategy.learner
-    assert learner.env_steps == 512 and learner.train_steps > 0 and len(learner.buffers["agent"]) == 512
