@@ -40,7 +40,7 @@ from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, St
 from .plugins import registry as default_registry
 from .torch_utils import check_device
 from .training.strategy import EpisodeTracker, average_metrics, build_strategy
-from .training.trainer import Trainer, set_rng_state
+from .training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.rlf"
@@ -275,6 +275,8 @@ class Algorithm:
                 raise CheckpointError(f"the checkpoint's RNG state (rng) is unusable ({type(exc).__name__}: {exc}); "
                                       "it was not written by this rlf or was edited") from None
             self._pending = None
+        elif not self.counters.get("env_steps"):
+            seed_global_rngs(run.seed)
         trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters,
                           self._callbacks(callbacks), loop=loop)
         self.stop_reason = None

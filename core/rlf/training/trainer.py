@@ -30,6 +30,13 @@ def rng_state() -> dict[str, Any]:
             "numpy": {"version": version, "keys": keys, "pos": pos, "has_gauss": has_gauss, "cached": cached}}
 
 
+def seed_global_rngs(seed: int) -> None:
+    """Python's and numpy's global generators, from the run's seed at the start of a new run: code that
+    draws from them (a plugin, a library) repeats with the seed, and checkpoints hold the same state."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
     python = state["python"]
     random.setstate((python[0], tuple(python[1]), python[2]))
