@@ -59,10 +59,10 @@ sys.exit(main(sys.argv[1:]))
 COMMON = ["--steps", "640", "--seed", "5", "--no-progress", "--set", "vector=sync", "--set", "num_envs=2",
           "--set", "log_interval=100", "--set", "checkpoint_interval=192", "--set", "loggers=['csv']"]
 CASES = {
-    "ppo": ["ppo", "--env", "gym:CartPole-v1", "--set", "rollout_steps=32", "--set", "minibatches=2",
-            "--set", "epochs=2", "--set", "hidden_sizes=[16]"],
-    "dqn": ["dqn", "--env", "gym:CartPole-v1", "--set", "min_replay_size=64", "--set", "batch_size=16",
-            "--set", "hidden_sizes=[16]", "--set", "target_update_interval=100"],
+    "ppo": ["ppo", "--env", "gym:CartPole-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
+            "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]"],
+    "dqn": ["dqn", "--env", "gym:CartPole-v1", "--set", "algo.min_replay_size=64", "--set", "algo.batch_size=16",
+            "--set", "algo.hidden_sizes=[16]", "--set", "algo.target_update_interval=100"],
     "iql": ["iql", "--env", "predator-prey"],
 }
 # the first interval checkpoint is at env step 192; the mid-way kill lands between 192 and 384
@@ -161,7 +161,7 @@ def test_env_without_the_protocol_resumes_with_fresh_episodes_and_says_so(tmp_pa
     """FrozenLake (toy text) has neither get_state/set_state nor an adapter: today's behaviour, one line."""
     run = tmp_path / "run"
     args = ["train", "ppo", "--env", "gym:FrozenLake-v1", "--steps", "384", "--seed", "5", "--no-progress",
-            "--set", "vector=sync", "--set", "num_envs=2", "--set", "rollout_steps=32", "--set", "hidden_sizes=[8]",
+            "--set", "vector=sync", "--set", "num_envs=2", "--set", "algo.rollout_steps=32", "--set", "algo.hidden_sizes=[8]",
             "--set", "log_interval=64", "--set", "checkpoint_interval=128", "--set", "loggers=['csv']",
             "--run-dir", str(run)]
     killed = _rlf(args, tmp_path, die="checkpoint:1")
@@ -181,7 +181,7 @@ def test_env_without_the_protocol_resumes_with_fresh_episodes_and_says_so(tmp_pa
 def test_subprocess_envs_resume_with_fresh_episodes_and_say_so(tmp_path):
     run = tmp_path / "run"
     args = ["train", "ppo", "--env", "gym:CartPole-v1", "--steps", "256", "--seed", "5", "--no-progress",
-            "--set", "vector=async", "--set", "num_envs=2", "--set", "rollout_steps=32", "--set", "hidden_sizes=[8]",
+            "--set", "vector=async", "--set", "num_envs=2", "--set", "algo.rollout_steps=32", "--set", "algo.hidden_sizes=[8]",
             "--set", "log_interval=64", "--set", "checkpoint_interval=128", "--set", "loggers=['csv']",
             "--run-dir", str(run)]
     killed = _rlf(args, tmp_path, die="checkpoint:1")
