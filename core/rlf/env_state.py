@@ -7,8 +7,8 @@ An environment that can say its state offers two methods::
 
 ``set_state`` on a freshly built copy (same config) must make it behave, step for step, exactly as
 the env that ``get_state`` was called on: positions, counters, the episode's fixed layout and the
-env's random generator (``generator_state``/``generator_from_state`` below turn a numpy ``Generator`` into JSON
-and back). The state goes into the checkpoint's JSON and ``.npy`` members, under the checkpoint
+env's random generator (``generator_state``/``generator_from_state`` below turn a numpy
+``Generator`` into JSON and back). The state goes into the checkpoint's JSON and ``.npy`` members, under the checkpoint
 reader's caps, so a checkpoint still never holds code.
 
 Envs that cannot change their own code (Gymnasium's) are covered by *state adapters*, keyed by the

@@ -3,6 +3,7 @@ exactly, through a real checkpoint file (JSON and arrays, no pickle), across cap
 
 import numpy as np
 import pytest
+
 from rlf import StatefulEnv
 from rlf import checkpoint as ckpt
 
