@@ -245,3 +245,4 @@ def test_a_state_for_another_env_is_refused_before_anything_changes():
     with pytest.raises(StateUnavailable, match="CartPoleEnv"):
         set_env_states([fresh, gymnasium.make("Pendulum-v1")], [get_env_state(pendulum), get_env_state(cartpole)])
     assert getattr(fresh.unwrapped, "state", None) is None  # the first env was not touched either
+
