@@ -291,6 +291,24 @@ PIPELINE_PARTS = 2
 another are computed (see ``VectorEnv.parts``)."""
 
 
+def worker_context(factory: EnvFactory) -> str:
+    """The multiprocessing start method for env workers: ``forkserver`` where the platform has it.
+
+    A spawned worker is a fresh interpreter that imports rlf, gymnasium and the env's module itself:
+    eight Mario workers did that eight times over, most of a run's start-up (benchmarks/mario_startup.py).
+    The fork server imports them once (it is a clean interpreter, started without torch or threads,
+    so forking it is safe) and forks each worker from there. Preloading is best effort: a module
+    that fails to import there is simply imported by the worker, as under spawn.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    builder = getattr(factory, "build_env", None)
+    module = getattr(builder, "__module__", None)
+    preload = ["rlf.envs", *([module] if module and module != "__main__" else [])]
+    multiprocessing.set_forkserver_preload(preload)
+    return "forkserver"
+
+
 WORKER_NICENESS = 19
 """Env worker processes run at the lowest CPU priority. When the cores are oversubscribed (8 Mario
 workers on 2 cores), the process that acts for them then gets a core as soon as it has work: every
@@ -335,7 +353,7 @@ class GymVector(VectorEnv):
     """A single-agent Gymnasium env, vectorized, as the one agent id ``"agent"``.
 
     In-process: one ``InProcessVectorEnv``. In subprocesses: ``PIPELINE_PARTS`` Gymnasium
-    ``AsyncVectorEnv`` groups (shared memory, spawn), seeded as one vector (env ``i`` gets ``seed + i``).
+    ``AsyncVectorEnv`` groups (shared memory, forked from a fork server: ``worker_context``), seeded as one vector (env ``i`` gets ``seed + i``).
 
     Subprocess workers are supervised: every wait on them is bounded by ``supervision.timeout`` and a
     closed pipe is turned into an ``EnvWorkerError`` naming the env, the worker and how it ended. With
@@ -377,7 +395,8 @@ class GymVector(VectorEnv):
     def _start_group(self, size: int) -> gymnasium.vector.AsyncVectorEnv:
         try:
             group = gymnasium.vector.AsyncVectorEnv([self.factory] * size, shared_memory=True,
-                                                    autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+                                                    autoreset_mode=AutoresetMode.SAME_STEP,
+                                                    context=worker_context(self.factory))
         except _WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
             raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
                                  "check that the environment can be built in a fresh process") from None
