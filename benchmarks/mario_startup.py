@@ -46,16 +46,15 @@ def child(t0: float, num_envs: int) -> None:
     def mark(name: str, start: float, end: float) -> None:
         events.setdefault(name, [start - t0, end - t0])
 
-    interpreter_start = time.time()
+    import rlf_plugin_ppo.factory as ppo_factory
+
     import rlf
     import rlf.api
     import rlf.cli
     import rlf.envs
     import rlf.loggers
-    import rlf_plugin_ppo.factory as ppo_factory
 
     mark("python + import rlf", t0, time.time())
-    del interpreter_start
 
     def timed(owner, attribute: str, name: str, once: bool = True):
         original = getattr(owner, attribute)

@@ -10,7 +10,7 @@ from gymnasium import spaces
 from torch import nn
 
 from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, StateTree, checkpoint
-from rlf.nn import ObservationEncoder, TorchThreads, init_orthogonal, mlp, nature_cnn
+from rlf.nn import NumpyMLP, ObservationEncoder, TorchThreads, init_orthogonal, mlp, nature_cnn
 from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
 
 from .config import PPOConfig
@@ -47,20 +47,12 @@ class MLPActorCritic(nn.Module):
 
 
 class NumpyActing:
-    """The forward pass of an ``MLPActorCritic`` on a CPU, in numpy, for acting only.
-
-    Why: acting on CartPole's one observation is a handful of 64-wide matmuls, and torch's per-op
-    dispatch, module calls and tensor wrapping cost far more than the arithmetic (an eager torch
-    forward with sampling took ~105 us per call, this ~20 us; docs/BENCHMARKS.md). The maths is the
-    network's own: the arrays are views of the parameters' memory, so every optimizer step and
-    ``load_state_dict`` (both write in place) shows up here; learning stays in torch with autograd.
-    Only plain float Box observations qualify (no one-hot, bounds mapping or pixel scaling).
-    """
+    """An ``MLPActorCritic``'s actor and critic as ``rlf.nn.NumpyMLP``: acting without torch's per-call
+    overhead, on the CPU, for plain float Box observations (no one-hot, bounds mapping or pixel scaling)."""
 
     def __init__(self, network: MLPActorCritic):
-        self.network = network
-        self.tanh = isinstance(network.actor[1], nn.Tanh)
-        self.refresh()
+        self.actor = NumpyMLP(network.actor)
+        self.critic = NumpyMLP(network.critic)
 
     @staticmethod
     def supports(network: nn.Module, device: torch.device) -> bool:
@@ -68,35 +60,22 @@ class NumpyActing:
             return False
         encoder = network.encoder
         plain = not encoder.one_hot and not encoder.image and not encoder.bounds and encoder.scale == 1.0
-        layers = [*network.actor, *network.critic]
-        return plain and all(isinstance(layer, nn.Linear | nn.Tanh | nn.ReLU) for layer in layers)
+        return plain and NumpyMLP.supports(network.actor) and NumpyMLP.supports(network.critic)
 
     def refresh(self) -> None:
-        """(Re)take the views; needed only if a parameter tensor is replaced rather than written in place."""
-        def views(stack: nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
-            return [(layer.weight.detach().numpy().T, layer.bias.detach().numpy())
-                    for layer in stack if isinstance(layer, nn.Linear)]
+        self.actor.refresh()
+        self.critic.refresh()
 
-        self.actor, self.critic = views(self.network.actor), views(self.network.critic)
-
-    def _run(self, layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
-        last = len(layers) - 1
-        for index, (weight, bias) in enumerate(layers):
-            x = x @ weight
-            x += bias
-            if index < last:
-                x = np.tanh(x, out=x) if self.tanh else np.maximum(x, 0.0, out=x)
-        return x
-
-    def inputs(self, obs: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def inputs(obs: np.ndarray) -> np.ndarray:
         return np.asarray(obs, dtype=np.float32).reshape(len(obs), -1)
 
     def logits_and_values(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = self.inputs(obs)
-        return self._run(self.actor, x), self._run(self.critic, x)[:, 0]
+        return self.actor(x), self.critic(x)[:, 0]
 
     def values(self, obs: np.ndarray) -> np.ndarray:
-        return self._run(self.critic, self.inputs(obs))[:, 0]
+        return self.critic(self.inputs(obs))[:, 0]
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
