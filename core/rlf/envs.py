@@ -565,6 +565,7 @@ class ParallelVector(VectorEnv):
         self.spec = describe_env(name, self.envs[0], num_envs)
         self._zeros = {a: np.zeros(space.shape, dtype=space.dtype)
                        for a, space in self.spec.observation_spaces.items()}
+        self._layouts = [(a, zero, (num_envs, *zero.shape)) for a, zero in self._zeros.items()]
         self._row_of = {a: row for row, a in enumerate(self.spec.agent_ids)}
         self._record = False
 
@@ -580,8 +581,8 @@ class ParallelVector(VectorEnv):
 
     def _gather(self, per_env_obs: list[dict[str, np.ndarray]]) -> AgentArrays:
         gathered = {}
-        for a, zero in self._zeros.items():
-            batch = np.empty((len(per_env_obs), *zero.shape), dtype=zero.dtype)  # np.stack costs 5x more
+        for a, zero, shape in self._layouts:
+            batch = np.empty(shape, dtype=zero.dtype)  # np.stack costs 5x more
             for i, obs in enumerate(per_env_obs):
                 batch[i] = obs.get(a, zero)
             gathered[a] = batch
@@ -595,24 +596,26 @@ class ParallelVector(VectorEnv):
         return self._gather(observations)
 
     def step(self, actions: AgentArrays) -> StepBatch:
-        # Filled as Python lists and turned into arrays once: with one env and a few agents, a numpy
-        # call per agent and field would cost more than the env's own step.
+        # The per-step path of every multi-agent run, and at one env with a few agents the env's own
+        # step is cheaper than this wrapping: fields are filled as flat Python lists (agent-major,
+        # index row * N + env), turned into one array per dtype, and handed out as row views. A numpy
+        # call per agent and field, or a nested list, would cost more than the env.
         self._check_actions(actions, self.num_envs)
-        ids, row_of = self.spec.agent_ids, self._row_of
+        n, ids, row_of = self.num_envs, self.spec.agent_ids, self._row_of
+        size = len(ids) * n
         chosen = [actions[a].tolist() for a in ids]
-        rewards = [[0.0] * self.num_envs for _ in ids]
-        flags = [[[False] * self.num_envs for _ in ids] for _ in range(3)]  # terminated, truncated, alive
-        terminated, truncated, alive = flags
+        rewards = [0.0] * size
+        terminated, truncated, alive = [False] * size, [False] * size, [False] * size
         next_list, obs_list, ended_envs, metrics, frames = [], [], [], {}, {}
         for i, env in enumerate(self.envs):
             present = env.agents
             obs, rew, term, trunc, infos = env.step({a: chosen[row_of[a]][i] for a in present})
             for a in present:
-                row = row_of[a]
-                alive[row][i] = True
-                rewards[row][i] = rew.get(a, 0.0)
-                terminated[row][i] = term.get(a, False)
-                truncated[row][i] = trunc.get(a, False)
+                k = row_of[a] * n + i
+                alive[k] = True
+                rewards[k] = rew.get(a, 0.0)
+                terminated[k] = term.get(a, False)
+                truncated[k] = trunc.get(a, False)
             next_list.append(obs)
             if not env.agents:
                 ended_envs.append(i)
@@ -625,19 +628,21 @@ class ParallelVector(VectorEnv):
                     frames[i] = env.render()
                 obs, _ = env.reset()
             obs_list.append(obs)
-        reward_matrix = np.array(rewards, dtype=np.float32)
-        flag_arrays = np.array(flags, dtype=bool)
-        ended = np.zeros(self.num_envs, dtype=bool)
-        ended[ended_envs] = True
+        agents = len(ids)
+        reward_matrix = np.array(rewards, dtype=np.float32).reshape(agents, n)
+        flags = np.array(terminated + truncated + alive, dtype=bool).reshape(3 * agents, n)
+        ended = np.zeros(n, dtype=bool)
+        if ended_envs:
+            ended[ended_envs] = True
         next_obs = self._gather(next_list)
         # Without an episode end the next observations are the ones to act on: share the arrays, as
         # the Gymnasium path does.
         return StepBatch(self._gather(obs_list) if ended_envs else next_obs, next_obs,
-                         self._rows(reward_matrix), self._rows(flag_arrays[0]), self._rows(flag_arrays[1]),
-                         self._rows(flag_arrays[2]), ended, ended_envs, reward_matrix, metrics, frames or None)
-
-    def _rows(self, matrix: np.ndarray) -> AgentArrays:
-        return dict(zip(self.spec.agent_ids, matrix, strict=True))
+                         {a: reward_matrix[r] for r, a in enumerate(ids)},
+                         {a: flags[r] for r, a in enumerate(ids)},
+                         {a: flags[agents + r] for r, a in enumerate(ids)},
+                         {a: flags[2 * agents + r] for r, a in enumerate(ids)},
+                         ended, ended_envs, reward_matrix, metrics, frames or None)
 
     def close(self) -> None:
         for env in self.envs:

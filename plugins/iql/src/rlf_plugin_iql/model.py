@@ -159,18 +159,21 @@ class KeyCache:
 
     def __init__(self, keys: StateKeys):
         self.keys = keys
-        self._recent: dict[str, list[tuple[bytes, list[Key]]]] = {}
+        self._recent: dict[str, list] = {}
+        """Agent id -> [bytes, keys, bytes, keys]: the newer batch first."""
 
     def __call__(self, agent_id: str, batch: np.ndarray) -> list[Key]:
         raw = batch.tobytes()
-        recent = self._recent.setdefault(agent_id, [])
-        for seen, found in recent:
-            if seen == raw:
-                return found
+        recent = self._recent.get(agent_id)
+        if recent is None:
+            recent = self._recent[agent_id] = [None, None, None, None]
+        elif recent[0] == raw:
+            return recent[1]
+        elif recent[2] == raw:
+            return recent[3]
         found = self.keys(batch)
-        recent.append((raw, found))
-        if len(recent) > 2:
-            del recent[0]
+        recent[2:] = recent[:2]
+        recent[:2] = raw, found
         return found
 
 
