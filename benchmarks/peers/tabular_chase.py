@@ -22,7 +22,9 @@ made once with (nothing here installs anything):
 PPAGE's grid differs in details (see plugins/predator_prey/README.md): its speed wrapper counts sub-steps
 towards ``max_steps`` (so it gets 100 sub-steps = 50 decisions here) and its stamina would freeze a fast
 predator after 5 moves (set out of reach here). An env step is one decision of every agent on both sides.
-rlf's time includes its CSV curves and final checkpoint; PPAGE's training loop writes nothing.
+Both sides import their env's code before the timer. rlf's time includes building its envs, its
+run directory, CSV and TensorBoard logging (importing tensorboardX) and the final checkpoint; PPAGE's
+training loop writes nothing.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ def ppage_worker(seed: int, threads: int, args: dict) -> dict:
 
 
 def rlf_worker(seed: int, threads: int, args: dict) -> dict:
+    import rlf_plugin_predator_prey.env  # noqa: F401 - the env's code (and PettingZoo), as PPAGE's grid is imported
+
     import rlf
 
     with tempfile.TemporaryDirectory() as run_dir:
