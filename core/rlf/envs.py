@@ -24,8 +24,9 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from .env_state import StateUnavailable, get_env_state, set_env_states
 from .errors import EnvWorkerError, PluginError
-from .interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec
+from .interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec, StateTree
 
 
 @dataclass
@@ -143,6 +144,15 @@ class VectorEnv:
     def render(self) -> Any:
         """The first env's RGB frame (for recording)."""
         raise NotImplementedError
+
+    def get_state(self) -> StateTree:
+        """Every env copy's state, for an exact resume (``rlf.env_state``); raises ``StateUnavailable``
+        saying why where the envs cannot say it (then a resume starts fresh episodes)."""
+        raise StateUnavailable(f"{type(self).__name__} does not save env state")
+
+    def set_state(self, state: StateTree) -> None:
+        """Put freshly built env copies into the state ``get_state`` returned."""
+        raise StateUnavailable(f"{type(self).__name__} does not restore env state")
 
 
 def _space_kind(space: gymnasium.Space) -> str:
@@ -537,6 +547,16 @@ class GymVector(VectorEnv):
                          ended_envs, reward_matrix, metrics,
                          {i: f for i, f in enumerate(frames) if f is not None} if frames else None)
 
+    def get_state(self) -> StateTree:
+        if not self.in_process:
+            raise StateUnavailable("the envs run in worker processes (vector=async)")
+        return {"envs": [get_env_state(env) for env in self.groups[0].envs]}
+
+    def set_state(self, state: StateTree) -> None:
+        if not self.in_process:
+            raise StateUnavailable("the envs run in worker processes (vector=async)")
+        set_env_states(self.groups[0].envs, state["envs"])
+
     def close(self) -> None:
         for group in self.groups:
             if self.in_process:
@@ -673,6 +693,12 @@ class ParallelVector(VectorEnv):
         if len(self._outcomes) < OUTCOME_CACHE:  # continuous rewards would never repeat: stop adding
             self._outcomes[(*rewards, *terminated, *truncated, *alive)] = outcome
         return outcome
+
+    def get_state(self) -> StateTree:
+        return {"envs": [get_env_state(env) for env in self.envs]}
+
+    def set_state(self, state: StateTree) -> None:
+        set_env_states(self.envs, state["envs"])
 
     def close(self) -> None:
         for env in self.envs:
