@@ -61,6 +61,7 @@ class StepBatch:
     alive: AgentArrays
     """The agent took part in this step."""
     episode_ended: np.ndarray
+    """(N,) bool. Treat every array of a batch as read-only: collectors may share them between steps."""
     ended_envs: list[int]
     """The indices where ``episode_ended`` is True, as a Python list: a free test for the common
     no-episode-ended step, which per-step loops at one env would otherwise pay numpy calls for."""
@@ -301,6 +302,24 @@ PIPELINE_PARTS = 2
 another are computed (see ``VectorEnv.parts``)."""
 
 
+def worker_context(factory: EnvFactory) -> str:
+    """The multiprocessing start method for env workers: ``forkserver`` where the platform has it.
+
+    A spawned worker is a fresh interpreter that imports rlf, gymnasium and the env's module itself:
+    eight Mario workers did that eight times over, most of a run's start-up (benchmarks/mario_startup.py).
+    The fork server imports them once (it is a clean interpreter, started without torch or threads,
+    so forking it is safe) and forks each worker from there. Preloading is best effort: a module
+    that fails to import there is simply imported by the worker, as under spawn.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    builder = getattr(factory, "build_env", None)
+    module = getattr(builder, "__module__", None)
+    preload = ["rlf.envs", *([module] if module and module != "__main__" else [])]
+    multiprocessing.set_forkserver_preload(preload)
+    return "forkserver"
+
+
 WORKER_NICENESS = 19
 """Env worker processes run at the lowest CPU priority. When the cores are oversubscribed (8 Mario
 workers on 2 cores), the process that acts for them then gets a core as soon as it has work: every
@@ -345,7 +364,7 @@ class GymVector(VectorEnv):
     """A single-agent Gymnasium env, vectorized, as the one agent id ``"agent"``.
 
     In-process: one ``InProcessVectorEnv``. In subprocesses: ``PIPELINE_PARTS`` Gymnasium
-    ``AsyncVectorEnv`` groups (shared memory, spawn), seeded as one vector (env ``i`` gets ``seed + i``).
+    ``AsyncVectorEnv`` groups (shared memory, forked from a fork server: ``worker_context``), seeded as one vector (env ``i`` gets ``seed + i``).
 
     Subprocess workers are supervised: every wait on them is bounded by ``supervision.timeout`` and a
     closed pipe is turned into an ``EnvWorkerError`` naming the env, the worker and how it ended. With
@@ -387,7 +406,8 @@ class GymVector(VectorEnv):
     def _start_group(self, size: int) -> gymnasium.vector.AsyncVectorEnv:
         try:
             group = gymnasium.vector.AsyncVectorEnv([self.factory] * size, shared_memory=True,
-                                                    autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+                                                    autoreset_mode=AutoresetMode.SAME_STEP,
+                                                    context=worker_context(self.factory))
         except _WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
             raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
                                  "check that the environment can be built in a fresh process") from None
@@ -572,11 +592,16 @@ class GymVector(VectorEnv):
                 self._kill(group)
 
 
+OUTCOME_CACHE = 256
+"""Distinct step outcomes (rewards and flags of every agent in every env) ParallelVector keeps arrays for."""
+
+
 class ParallelVector(VectorEnv):
     """N PettingZoo parallel envs in this process, with same-step autoreset.
 
     Agents that leave an episode early (e.g. a captured prey) are reported with ``alive`` False and
-    a zero observation until the whole episode ends and every env resets.
+    a zero observation until the whole episode ends and every env resets. The rewards, flags and
+    ``episode_ended`` arrays of its batches are read-only and may be shared between steps.
     """
 
     def __init__(self, name: str, factory: EnvFactory, num_envs: int):
@@ -585,6 +610,10 @@ class ParallelVector(VectorEnv):
         self.spec = describe_env(name, self.envs[0], num_envs)
         self._zeros = {a: np.zeros(space.shape, dtype=space.dtype)
                        for a, space in self.spec.observation_spaces.items()}
+        self._layouts = [(a, zero, (num_envs, *zero.shape)) for a, zero in self._zeros.items()]
+        self._outcomes: dict[tuple, tuple] = {}
+        self._none_ended = np.zeros(num_envs, dtype=bool)
+        self._none_ended.flags.writeable = False
         self._row_of = {a: row for row, a in enumerate(self.spec.agent_ids)}
         self._record = False
 
@@ -600,8 +629,8 @@ class ParallelVector(VectorEnv):
 
     def _gather(self, per_env_obs: list[dict[str, np.ndarray]]) -> AgentArrays:
         gathered = {}
-        for a, zero in self._zeros.items():
-            batch = np.empty((len(per_env_obs), *zero.shape), dtype=zero.dtype)  # np.stack costs 5x more
+        for a, zero, shape in self._layouts:
+            batch = np.empty(shape, dtype=zero.dtype)  # np.stack costs 5x more
             for i, obs in enumerate(per_env_obs):
                 batch[i] = obs.get(a, zero)
             gathered[a] = batch
@@ -615,24 +644,26 @@ class ParallelVector(VectorEnv):
         return self._gather(observations)
 
     def step(self, actions: AgentArrays) -> StepBatch:
-        # Filled as Python lists and turned into arrays once: with one env and a few agents, a numpy
-        # call per agent and field would cost more than the env's own step.
+        # The per-step path of every multi-agent run, and at one env with a few agents the env's own
+        # step is cheaper than this wrapping: fields are filled as flat Python lists (agent-major,
+        # index row * N + env) and turned into arrays once per distinct outcome (``_outcome``). A numpy
+        # call per agent and field, or a nested list, would cost more than the env.
         self._check_actions(actions, self.num_envs)
-        ids, row_of = self.spec.agent_ids, self._row_of
+        n, ids, row_of = self.num_envs, self.spec.agent_ids, self._row_of
+        size = len(ids) * n
         chosen = [actions[a].tolist() for a in ids]
-        rewards = [[0.0] * self.num_envs for _ in ids]
-        flags = [[[False] * self.num_envs for _ in ids] for _ in range(3)]  # terminated, truncated, alive
-        terminated, truncated, alive = flags
+        rewards = [0.0] * size
+        terminated, truncated, alive = [False] * size, [False] * size, [False] * size
         next_list, obs_list, ended_envs, metrics, frames = [], [], [], {}, {}
         for i, env in enumerate(self.envs):
             present = env.agents
             obs, rew, term, trunc, infos = env.step({a: chosen[row_of[a]][i] for a in present})
             for a in present:
-                row = row_of[a]
-                alive[row][i] = True
-                rewards[row][i] = rew.get(a, 0.0)
-                terminated[row][i] = term.get(a, False)
-                truncated[row][i] = trunc.get(a, False)
+                k = row_of[a] * n + i
+                alive[k] = True
+                rewards[k] = rew.get(a, 0.0)
+                terminated[k] = term.get(a, False)
+                truncated[k] = trunc.get(a, False)
             next_list.append(obs)
             if not env.agents:
                 ended_envs.append(i)
@@ -645,19 +676,42 @@ class ParallelVector(VectorEnv):
                     frames[i] = env.render()
                 obs, _ = env.reset()
             obs_list.append(obs)
-        reward_matrix = np.array(rewards, dtype=np.float32)
-        flag_arrays = np.array(flags, dtype=bool)
-        ended = np.zeros(self.num_envs, dtype=bool)
-        ended[ended_envs] = True
+        outcome = self._outcomes.get((*rewards, *terminated, *truncated, *alive))
+        if outcome is None:
+            outcome = self._outcome(rewards, terminated, truncated, alive)
+        reward_matrix, reward_rows, terminated_rows, truncated_rows, alive_rows = outcome
+        if ended_envs:
+            ended = np.zeros(n, dtype=bool)
+            ended[ended_envs] = True
+        else:
+            ended = self._none_ended
         next_obs = self._gather(next_list)
         # Without an episode end the next observations are the ones to act on: share the arrays, as
         # the Gymnasium path does.
-        return StepBatch(self._gather(obs_list) if ended_envs else next_obs, next_obs,
-                         self._rows(reward_matrix), self._rows(flag_arrays[0]), self._rows(flag_arrays[1]),
-                         self._rows(flag_arrays[2]), ended, ended_envs, reward_matrix, metrics, frames or None)
+        return StepBatch(self._gather(obs_list) if ended_envs else next_obs, next_obs, reward_rows, terminated_rows,
+                         truncated_rows, alive_rows, ended, ended_envs, reward_matrix, metrics, frames or None)
 
-    def _rows(self, matrix: np.ndarray) -> AgentArrays:
-        return dict(zip(self.spec.agent_ids, matrix, strict=True))
+    def _outcome(self, rewards: list[float], terminated: list[bool], truncated: list[bool],
+                 alive: list[bool]) -> tuple[np.ndarray, AgentArrays, AgentArrays, AgentArrays, AgentArrays]:
+        """The reward matrix and the per-agent rows of one step's rewards and flags, read-only.
+
+        Grid worlds repeat a handful of outcomes (the step cost, nobody done, everyone alive), so the
+        arrays of the first OUTCOME_CACHE distinct ones are kept and handed out again: that saves two
+        arrays and a view per agent and field on most steps. Read-only, so that sharing them between
+        steps cannot let one consumer change what another sees.
+        """
+        ids, n = self.spec.agent_ids, self.num_envs
+        agents = len(ids)
+        reward_matrix = np.array(rewards, dtype=np.float32).reshape(agents, n)
+        flags = np.array(terminated + truncated + alive, dtype=bool).reshape(3 * agents, n)
+        reward_matrix.flags.writeable = False
+        flags.flags.writeable = False
+        outcome = (reward_matrix, {a: reward_matrix[r] for r, a in enumerate(ids)},
+                   {a: flags[r] for r, a in enumerate(ids)}, {a: flags[agents + r] for r, a in enumerate(ids)},
+                   {a: flags[2 * agents + r] for r, a in enumerate(ids)})
+        if len(self._outcomes) < OUTCOME_CACHE:  # continuous rewards would never repeat: stop adding
+            self._outcomes[(*rewards, *terminated, *truncated, *alive)] = outcome
+        return outcome
 
     def get_state(self) -> StateTree:
         return {"envs": [get_env_state(env) for env in self.envs]}

@@ -32,7 +32,8 @@ def children(pid: int) -> list[int]:
 
 
 def env_workers(pid: int) -> list[int]:
-    """The multiprocessing-spawned children of ``pid`` (not its resource tracker)."""
+    """The env worker processes of ``pid``: its multiprocessing-spawned children, or the children of
+    its fork server (rlf.envs.worker_context), not its resource tracker."""
     workers = []
     for child in children(pid):
         try:
@@ -41,6 +42,8 @@ def env_workers(pid: int) -> list[int]:
             continue
         if b"spawn_main" in command:
             workers.append(child)
+        elif b"multiprocessing.forkserver" in command:
+            workers.extend(children(child))
     return sorted(workers)
 
 

@@ -168,3 +168,33 @@ def test_cnn_agents_act_on_one_thread_and_learn_on_torchs_default():
         assert torch.get_num_threads() == 2
     finally:
         set_threads(threads)
+
+
+def test_numpy_acting_samples_the_torch_policy():
+    """The numpy path (small MLPs on the CPU) gives the torch path's log-probs and values and samples
+    its categorical distribution."""
+    import gymnasium as gym
+    from rlf_plugin_ppo.config import PPOConfig
+    from rlf_plugin_ppo.model import PPOAgent
+
+    import rlf
+    from rlf.envs import describe_env
+
+    spec = describe_env("gym:CartPole-v1", gym.make("CartPole-v1"), 1)
+    agent = PPOAgent(spec, PPOConfig(), seed=3)
+    assert rlf.SINGLE_AGENT in agent.numpy_acting
+    obs = {rlf.SINGLE_AGENT: np.tile(np.array([[0.1, -0.2, 0.05, 0.3]], np.float32), (4000, 1))}
+    fast = agent._act_numpy(obs, explore=True)
+    slow = agent._act_torch(obs, explore=True)
+    np.testing.assert_allclose(fast.extras[rlf.SINGLE_AGENT]["value"], slow.extras[rlf.SINGLE_AGENT]["value"],
+                               rtol=1e-5, atol=1e-6)
+    log_probs = fast.extras[rlf.SINGLE_AGENT]["log_prob"]
+    actions = fast.actions[rlf.SINGLE_AGENT]
+    with torch.no_grad():
+        logits, _ = agent.networks[rlf.SINGLE_AGENT](torch.from_numpy(obs[rlf.SINGLE_AGENT][:1]))
+    probs = torch.softmax(logits, -1).numpy()[0]
+    np.testing.assert_allclose(log_probs, np.log(probs[actions]), rtol=1e-5, atol=1e-6)
+    # 4000 draws: the frequency of action 1 within 5 standard errors of its probability
+    assert abs(actions.mean() - probs[1]) < 5 * np.sqrt(probs[1] * probs[0] / 4000)
+    np.testing.assert_array_equal(agent._act_numpy(obs, explore=False).actions[rlf.SINGLE_AGENT],
+                                  np.full(4000, probs.argmax()))

@@ -9,7 +9,7 @@ import torch
 from gymnasium import spaces
 
 from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, EpsilonSchedule, StateTree
-from rlf.nn import TorchThreads
+from rlf.nn import NumpyMLP, TorchThreads
 from rlf.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import DQNConfig
@@ -29,6 +29,13 @@ def check_encoded(batch: np.ndarray, state_dim: int, agent: str, what: str) -> N
     if batch.ndim != 2 or batch.shape[1] != state_dim:
         raise ValueError(f"{what} of agent {agent!r} has shape {batch.shape[1:]}, but the env's encoder "
                          f"promises state_dim={state_dim}; the observations do not match this env")
+
+
+def numpy_actable(net: QNetwork) -> bool:
+    """A plain (not dueling) MLP Q-network over float vectors: what ``rlf.nn.NumpyMLP`` can act with."""
+    torso, encoder = net.torso, net.torso.encoder
+    plain = not encoder.one_hot and not encoder.image and not encoder.bounds and encoder.scale == 1.0
+    return plain and net.value is None and NumpyMLP.supports([*torso.body, net.advantage])
 
 
 class DQNAgent(Agent):
@@ -61,6 +68,16 @@ class DQNAgent(Agent):
         self.threads = TorchThreads.plan(config.torch_threads, device,
                                          images=any(layout.image for layout in self.layouts.values()))
         self.threads.for_acting()
+        # small MLPs on the CPU act in numpy (rlf.nn.NumpyMLP): torch's per-call overhead on one
+        # observation cost more than the 256x256 network's arithmetic
+        self.numpy_q = {agent: NumpyMLP([*net.torso.body, net.advantage]) for agent, net in self.networks.items()
+                        if numpy_actable(net)}
+
+    def greedy(self, agent: str, obs: np.ndarray) -> np.ndarray:
+        fast = self.numpy_q.get(agent)
+        if fast is not None:
+            return fast(obs.reshape(len(obs), -1)).argmax(axis=1)
+        return self.q_values(agent, obs).argmax(dim=1).cpu().numpy()
 
     @torch.no_grad()
     def q_values(self, agent: str, obs: np.ndarray) -> torch.Tensor:
@@ -73,7 +90,7 @@ class DQNAgent(Agent):
         actions: AgentArrays = {}
         for agent, batch in obs.items():
             if not explore:
-                actions[agent] = self.q_values(agent, batch).argmax(dim=1).cpu().numpy()
+                actions[agent] = self.greedy(agent, batch)
                 continue
             # both draws happen every step so the stream, and with it a seeded run, does not depend
             # on how many envs happened to explore
@@ -83,8 +100,7 @@ class DQNAgent(Agent):
             if explore_mask.all():
                 actions[agent] = random_actions
                 continue
-            greedy = self.q_values(agent, batch).argmax(dim=1).cpu().numpy()
-            actions[agent] = np.where(explore_mask, random_actions, greedy)
+            actions[agent] = np.where(explore_mask, random_actions, self.greedy(agent, batch))
         return Acting(actions)
 
     def on_progress(self, env_steps: int, episodes_ended: int) -> None:
@@ -108,6 +124,8 @@ class DQNAgent(Agent):
             raise ValueError(f"saved DQN state has no network for agent(s) {sorted(missing)}")
         for agent, net in self.networks.items():
             net.load_state_dict(to_torch_tree(networks[agent], self.device))
+            if agent in self.numpy_q:
+                self.numpy_q[agent].refresh()
         self.epsilon.load_state_dict(state["epsilon"])
         if "rng" in state:  # weights pushed to actors leave it out, so each actor keeps its own stream
             self.rng.bit_generator.state = state["rng"]

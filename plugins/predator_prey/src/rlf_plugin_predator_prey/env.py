@@ -105,6 +105,8 @@ class PredatorPreyEnv(ParallelEnv):
         self._blocked: list[tuple[int, ...]] = []
         self._view_bg: np.ndarray | None = None
         self._render_bg: np.ndarray | None = None
+        self._geometry_of: bytes | None = None
+        """The obstacle mask the move table, view and render backgrounds were built for."""
         self._world: World | None = None
         self._steps = 0
         self._captures = 0
@@ -430,6 +432,10 @@ class PredatorPreyEnv(ParallelEnv):
         """Precompute what the episode's obstacles fix: the move table, blocked flags, view background."""
         s = self.size
         self._obstacles = obstacles
+        key = obstacles.tobytes()
+        if key == self._geometry_of:  # the same obstacles as the last episode (always, without any)
+            return
+        self._geometry_of = key
         idx = np.arange(s * s)
         x, y = idx % s, idx // s
         columns = []
