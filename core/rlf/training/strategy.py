@@ -62,7 +62,8 @@ class EpisodeTracker:
         self.started = [0] * num_envs
         self.episodes = 0
         self.dropped = 0
-        """Episodes cut short by a restarted env worker: left out of the stats, counted here."""
+        """Episodes cut short by a restarted env worker (at least one step taken): left out of the
+        stats, counted here."""
 
     def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
         self.steps += 1
@@ -72,7 +73,9 @@ class EpisodeTracker:
         rows = []
         for i in batch.ended_envs:
             if i in batch.dropped:
-                self.dropped += 1
+                # the dropped step itself was never taken: an episode that had just begun lost nothing
+                if self.steps - 1 > self.started[i]:
+                    self.dropped += 1
                 self.started[i] = self.steps
                 self.returns[:, i] = 0.0
                 continue

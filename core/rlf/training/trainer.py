@@ -70,6 +70,7 @@ class Trainer:
             self.stop_reason = reason
 
     def checkpoint(self, name: str | None = None) -> Path | None:
+        self.counters.update(_supervision_counters(self.strategy))
         state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict()}
         path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
         if path is not None:
@@ -86,6 +87,7 @@ class Trainer:
         ready = False
         try:
             self.strategy.setup()
+            _resume_supervision(self.strategy, counters)
             ready = True
             self.emit("on_start")
             while counters["env_steps"] < run.steps and self.stop_reason is None:
@@ -133,12 +135,27 @@ class Trainer:
         return summary
 
 
-def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
-    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts)."""
-    restarts = getattr(getattr(strategy, "envs", None), "restarts", 0)
+def _supervision_counters(strategy: TrainStrategy) -> dict[str, int]:
+    """Worker restarts and the episodes they cut short, once there has been one: checkpointed, so
+    ``run.env_restarts`` stays a budget for the whole run across resumes."""
+    restarts = int(getattr(getattr(strategy, "envs", None), "restarts", 0) or 0)
     if not restarts:
         return {}
-    return {"env_restarts": float(restarts), "episodes_dropped": float(getattr(strategy.tracker, "dropped", 0))}
+    return {"env_restarts": restarts, "episodes_dropped": int(getattr(strategy.tracker, "dropped", 0))}
+
+
+def _resume_supervision(strategy: TrainStrategy, counters: dict[str, int]) -> None:
+    """Carry the restarts a resumed run had used (checkpoints written before this counter load as 0)."""
+    envs, tracker = getattr(strategy, "envs", None), getattr(strategy, "tracker", None)
+    if envs is not None and hasattr(envs, "restarts"):
+        envs.restarts += int(counters.get("env_restarts", 0))
+    if tracker is not None and hasattr(tracker, "dropped"):
+        tracker.dropped += int(counters.get("episodes_dropped", 0))
+
+
+def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
+    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts)."""
+    return {key: float(value) for key, value in _supervision_counters(strategy).items()}
 
 
 def episode_means(rows) -> dict[str, float]:
