@@ -14,7 +14,7 @@ from rlf.envs import EnvFactory, GymVector, Supervision
 from rlf.errors import EnvWorkerError
 from rlf.interfaces import SINGLE_AGENT
 from rlf.plugins import LazyCallable
-from rlf.training.strategy import EpisodeTracker
+from rlf.training.strategy import EpisodeTracker, supervise
 from rlf.training.trainer import _resume_supervision, _supervision_counters
 
 FACTORY = EnvFactory(LazyCallable("rlf.builtin_envs:make_gym_env"), GymEnvConfig(id="CartPole-v1"))
@@ -161,14 +161,21 @@ def test_make_gym_env_is_the_factory_used():
 
 
 def test_restarts_used_before_a_resume_still_count(envs):
-    """``env_restarts`` is a budget for the whole run: the checkpoint's counters carry what was used."""
-    vector = envs(restarts=1)
+    """``env_restarts`` is a budget for the whole run: the checkpoint's counters carry what was used,
+    handed to the envs before their first reset (which may itself need a restart)."""
+    run = SimpleNamespace(env_timeout=60.0, env_restarts=1)
+    algorithm = SimpleNamespace(name="x", plugin="y")
+    old = envs()
+    supervise(old, run, algorithm, 0)  # a checkpoint from before the counter: none used
+    strategy = SimpleNamespace(envs=old, tracker=EpisodeTracker((SINGLE_AGENT,), 4, False))
+    _resume_supervision(strategy, {"env_steps": 512})
+    assert old.restarts == 0 and _supervision_counters(strategy) == {}
+
+    vector = envs()
+    supervise(vector, run, algorithm, 1)
     strategy = SimpleNamespace(envs=vector, tracker=EpisodeTracker((SINGLE_AGENT,), 4, False))
-    _resume_supervision(strategy, {"env_steps": 512})  # a checkpoint from before the counter: none used
-    assert vector.restarts == 0 and _supervision_counters(strategy) == {}
     _resume_supervision(strategy, {"env_steps": 512, "env_restarts": 1, "episodes_dropped": 1})
     assert _supervision_counters(strategy) == {"env_restarts": 1, "episodes_dropped": 1}
-    vector.reset(seed=0)
     os.kill(_worker_pids(vector)[0], signal.SIGKILL)
-    with pytest.raises(EnvWorkerError, match=r"after 1 restart\(s\)"):
-        _step(vector)
+    with pytest.raises(EnvWorkerError, match=r"during reset after 1 restart\(s\)"):
+        vector.reset(seed=0)

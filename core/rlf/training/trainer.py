@@ -86,6 +86,8 @@ class Trainer:
         summary: dict[str, float] = {}
         ready = False
         try:
+            if hasattr(self.strategy, "restarts_used"):  # see BaseStrategy; older checkpoints: none used
+                self.strategy.restarts_used = int(counters.get("env_restarts", 0))
             self.strategy.setup()
             _resume_supervision(self.strategy, counters)
             ready = True
@@ -145,10 +147,9 @@ def _supervision_counters(strategy: TrainStrategy) -> dict[str, int]:
 
 
 def _resume_supervision(strategy: TrainStrategy, counters: dict[str, int]) -> None:
-    """Carry the restarts a resumed run had used (checkpoints written before this counter load as 0)."""
-    envs, tracker = getattr(strategy, "envs", None), getattr(strategy, "tracker", None)
-    if envs is not None and hasattr(envs, "restarts"):
-        envs.restarts += int(counters.get("env_restarts", 0))
+    """Carry the episodes a resumed run had dropped (checkpoints written before this counter load as
+    0); the restarts it had used reach the envs through ``BaseStrategy.restarts_used``."""
+    tracker = getattr(strategy, "tracker", None)
     if tracker is not None and hasattr(tracker, "dropped"):
         tracker.dropped += int(counters.get("episodes_dropped", 0))
 
