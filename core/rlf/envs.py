@@ -420,11 +420,11 @@ class GymVector(VectorEnv):
             return {SINGLE_AGENT: self.groups[0].reset(seed=seed)[0]}
         for index, group in enumerate(self.groups):
             start = self._parts[index].start
-            for i, pipe in enumerate(group.parent_pipes):
+            for i in range(len(group.parent_pipes)):
                 self._command(index, i, ("reset", {"seed": None if seed is None else seed + start + i}))
         observations = []
         for index in range(len(self.groups)):
-            results, lost = self._receive(index, "reset")
+            _, lost = self._receive(index)
             self._restart_lost(index, lost, "reset")
             observations.append(self._slot_observations(index))
         return {SINGLE_AGENT: observations[0] if len(observations) == 1 else np.concatenate(observations)}
@@ -464,7 +464,7 @@ class GymVector(VectorEnv):
         group = self.groups[part]
         if self.in_process:
             return self._batch(part, *group.step(self._pending_actions[part]))
-        results, lost = self._receive(part, "step")
+        results, lost = self._receive(part)
         size = len(results)
         rewards = np.zeros(size, dtype=np.float64)
         terminated = np.zeros(size, dtype=bool)
@@ -485,7 +485,7 @@ class GymVector(VectorEnv):
             batch = self._drop(batch, sorted(lost))
         return batch
 
-    def _receive(self, part: int, during: str) -> tuple[list[Any], dict[int, BaseException]]:
+    def _receive(self, part: int) -> tuple[list[Any], dict[int, BaseException]]:
         """Every worker's answer to the last command, ``None`` for the lost ones (listed with why).
 
         One deadline for the whole group: a worker that has not answered ``supervision.timeout``
