@@ -341,9 +341,13 @@ class Algorithm:
 
     # -- evaluation -----------------------------------------------------------------------------
     def evaluate(self, episodes: int = 10, record: Path | str | None = None, seed: int | None = None,
-                 max_steps: int = 1_000_000, tensorboard: bool = False) -> dict[str, float]:
-        """Greedy episodes on a fresh env: mean return (per agent for multi-agent), length, env metrics.
+                 max_steps: int = 1_000_000, tensorboard: bool = False,
+                 stochastic: bool = False) -> dict[str, float]:
+        """Episodes on a fresh env: mean return (per agent for multi-agent), length, env metrics.
 
+        Greedy by default; ``stochastic`` acts as in training (a policy samples its distribution, an
+        epsilon-greedy agent explores at its current epsilon): a deterministic policy can loop forever in
+        one spot of a deterministic env where its stochastic version does not, so both are worth reporting.
         ``record``: write a video file; ``tensorboard``: also put the video in the run's TensorBoard
         files (tag ``eval/video`` at the run's env step)."""
         video = record is not None or tensorboard
@@ -368,7 +372,7 @@ class Algorithm:
                 envs.record_final_frames()
                 frames.append(_render(envs))
             for _ in range(max_steps):
-                batch = envs.step(agent.act(obs, explore=False).actions)
+                batch = envs.step(agent.act(obs, explore=stochastic).actions)
                 rows.extend(tracker.update(batch))
                 if batch.ended_envs:
                     agent.reset_state(batch.episode_ended)

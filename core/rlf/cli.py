@@ -43,9 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    evaluate = sub.add_parser("eval", help="evaluate a run's latest checkpoint greedily")
+    evaluate = sub.add_parser("eval", help="evaluate a run's latest checkpoint (greedy unless --stochastic)")
     evaluate.add_argument("run", type=Path, help="run directory or checkpoint file")
     evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument("--stochastic", action="store_true",
+                          help="act as in training (sample the policy / explore) instead of greedily")
     evaluate.add_argument("--record", type=Path, help="write a video of the episodes (.mp4 or .gif)")
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
     evaluate.add_argument("--tensorboard", action="store_true",
@@ -181,7 +183,8 @@ def _eval(args) -> int:
     from . import api
 
     algo = api.load(args.run)
-    result = algo.evaluate(episodes=args.episodes, record=args.record, tensorboard=args.tensorboard)
+    result = algo.evaluate(episodes=args.episodes, record=args.record, tensorboard=args.tensorboard,
+                           stochastic=args.stochastic)
     if args.json:
         print(json.dumps(result))
     else:

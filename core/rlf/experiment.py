@@ -10,7 +10,8 @@ The file (TOML)::
     runs_dir = "runs/mario-1-1"   # <runs_dir>/<setting>/<algorithm>-seed<N>/ (relative to the cwd)
     metrics = ["x_pos_max", "flag"]
     last = 100                    # final performance: the last N training episodes
-    eval_episodes = 20            # then greedy evaluation episodes per finished run (0 = none)
+    eval_episodes = 20            # then evaluation episodes per finished run and mode (0 = none)
+    eval_modes = ["greedy", "stochastic"]  # greedy (default) and/or acting as in training
 
     [run]  / [algo] / [env]       # shared by every run, as in `rlf train --config`
 
@@ -48,10 +49,11 @@ from typing import Any
 from .config import SECTIONS, load_toml, merge, parse_overrides
 from .errors import ConfigError
 
-EXPERIMENT_KEYS = {"env", "steps", "seeds", "runs_dir", "metrics", "last", "eval_episodes", "plot_metric",
+EXPERIMENT_KEYS = {"env", "steps", "seeds", "runs_dir", "metrics", "last", "eval_episodes", "eval_modes", "plot_metric",
                    "smooth", "description"}
 ALGORITHM_KEYS = {"seeds", "settings", "config", *SECTIONS}
-FINAL_EVAL_FILE = "final_eval.csv"
+FINAL_EVAL_FILES = {"greedy": "final_eval.csv", "stochastic": "final_eval_stochastic.csv"}  # results.SOURCES
+FINAL_EVAL_SOURCES = {"greedy": "final", "stochastic": "final-stochastic"}
 DONE_FILE = "experiment.json"
 
 
@@ -74,6 +76,7 @@ class Experiment:
     metrics: list[str]
     last: int
     eval_episodes: int
+    eval_modes: list[str]
     plot_metric: str
     smooth: int
     runs: list[PlannedRun]
@@ -156,8 +159,13 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
             raise ConfigError(f"--only {' '.join(only)} matches none of this experiment's runs "
                               "(names are <setting>/<algorithm>-seed<N>; see --dry-run)")
     metrics = list(head.get("metrics", ["return"]))
+    modes = head.get("eval_modes", ["greedy"])
+    if not isinstance(modes, list) or not modes or any(m not in FINAL_EVAL_FILES for m in modes):
+        raise ConfigError(f"{where} [experiment] eval_modes = {modes!r}: give a non-empty list of "
+                          f"{' and/or '.join(map(repr, FINAL_EVAL_FILES))}")
     return Experiment(path, str(head["env"]), budget, out_dir, metrics, int(head.get("last", 100)),
                       int(eval_episodes if eval_episodes is not None else head.get("eval_episodes", 0)),
+                      list(dict.fromkeys(modes)),
                       str(head.get("plot_metric", metrics[0])),
                       int(head.get("smooth", 10)), planned)
 
@@ -215,17 +223,19 @@ def _mark_done(run: PlannedRun, env_steps: int) -> None:
     (run.path / DONE_FILE).write_text(json.dumps({"env_steps": env_steps, "finished_at": time.time()}))
 
 
-def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], registry=None) -> bool:
-    """Greedy evaluation episodes of a finished run, one row each in final_eval.csv (once)."""
+def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], registry=None,
+                 mode: str = "greedy") -> bool:
+    """Evaluation episodes of a finished run (``mode`` greedy or stochastic), one row each in
+    final_eval.csv / final_eval_stochastic.csv (once)."""
     import csv
 
     from . import api
 
-    target = run.path / FINAL_EVAL_FILE
+    target = run.path / FINAL_EVAL_FILES[mode]
     if episodes < 1 or target.is_file() or _done_steps(run) is None:
         return False
     algo = api.load(run.path, registry=registry)
-    algo.evaluate(episodes=episodes)
+    algo.evaluate(episodes=episodes, stochastic=mode == "stochastic")
     rows = algo.last_evaluation
     columns = sorted({k for row in rows for k in row})
     tmp = target.with_suffix(".tmp")
@@ -234,7 +244,7 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], reg
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(target)
-    log(f"{run.name}: {len(rows)} greedy evaluation episodes -> {target}")
+    log(f"{run.name}: {len(rows)} {mode} evaluation episodes -> {target}")
     return True
 
 
@@ -262,7 +272,8 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
                     if phase == "train":
                         outcomes[run.name] = train_one(run, experiment.env, experiment.steps, log, registry)
                     else:
-                        evaluate_one(run, experiment.eval_episodes, log, registry)
+                        for mode in experiment.eval_modes:
+                            evaluate_one(run, experiment.eval_episodes, log, registry, mode)
                 except (KeyboardInterrupt, Interrupted):
                     log(f"{run.name}: interrupted; the checkpoint is saved, rerun the same command to resume")
                     raise KeyboardInterrupt from None
@@ -279,7 +290,7 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
 
 
 def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> list[Path]:
-    """compare.md / compare.csv (training episodes and, where present, final greedy evaluations) and
+    """compare.md / compare.csv (training episodes and, where present, the evaluations after training) and
     curves.png (when matplotlib is installed) in the runs directory, from whatever runs exist."""
     from .results import ResultsError, compare, find_runs, format_table
 
@@ -293,10 +304,13 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
                 f"Budget {experiment.steps} env steps per run; runs in {experiment.runs_dir}.\n",
                 f"## Last {experiment.last} training episodes (all of them where a run has fewer)\n",
                 format_table(compare(runs, experiment.metrics, "train", experiment.last), experiment.metrics)]
-    evaluated = [r for r in runs if (r.path / FINAL_EVAL_FILE).is_file()]
-    if evaluated:
-        sections += [f"\n## Greedy evaluation after training ({experiment.eval_episodes} episodes per run)\n",
-                     format_table(compare(evaluated, experiment.metrics, "final", 10**9), experiment.metrics)]
+    for mode, name in FINAL_EVAL_FILES.items():
+        evaluated = [r for r in runs if (r.path / name).is_file()]
+        if evaluated:
+            sections += [f"\n## {mode.capitalize()} evaluation after training ({experiment.eval_episodes} "
+                         "episodes per run)\n",
+                         format_table(compare(evaluated, experiment.metrics, FINAL_EVAL_SOURCES[mode], 10**9),
+                                      experiment.metrics)]
     table = experiment.runs_dir / "compare.md"
     table.write_text("\n".join(sections))
     csv_path = experiment.runs_dir / "compare.csv"

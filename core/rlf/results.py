@@ -30,9 +30,11 @@ EPISODES_FILE = "episodes.csv"
 METRICS_FILE = "metrics.csv"
 EVAL_FILE = "eval.csv"
 FINAL_EVAL_FILE = "final_eval.csv"
-SOURCES = {"train": EPISODES_FILE, "eval": EVAL_FILE, "final": FINAL_EVAL_FILE}
+FINAL_STOCHASTIC_FILE = "final_eval_stochastic.csv"
+SOURCES = {"train": EPISODES_FILE, "eval": EVAL_FILE, "final": FINAL_EVAL_FILE,
+           "final-stochastic": FINAL_STOCHASTIC_FILE}
 """Where a metric is read from: training episodes, the periodic evaluations logged during training,
-or the greedy evaluation episodes `rlf experiment` runs after training (one row per episode)."""
+or the greedy / stochastic evaluation episodes `rlf experiment` runs after training (one row per episode)."""
 
 # Config fields that say how a run was executed or logged, not what was learned: runs that differ only
 # in these are seeds of the same configuration.
@@ -76,8 +78,8 @@ class Run:
             if source == "eval":
                 raise ResultsError(f"run {self.path} has no {EVAL_FILE} (it was trained without periodic "
                                    "evaluation); use --source train")
-            if source == "final":
-                raise ResultsError(f"run {self.path} has no {FINAL_EVAL_FILE} (written by `rlf experiment` "
+            if source.startswith("final"):
+                raise ResultsError(f"run {self.path} has no {SOURCES[source]} (written by `rlf experiment` "
                                    "after training); use --source train")
             return []
         return read_rows(path)
@@ -282,8 +284,8 @@ def with_source(runs: Sequence[Run], source: str, note: Callable[[str], None] | 
     periodic evaluation, or evaluated by `rlf experiment`): the others are left out, and ``note`` told;
     none at all is an error."""
     if source not in SOURCES:
-        raise ResultsError(f"unknown source {source!r}; use train (episodes.csv), eval (eval.csv) "
-                           "or final (final_eval.csv)")
+        raise ResultsError(f"unknown source {source!r}; use train (episodes.csv), eval (eval.csv), "
+                           "final (final_eval.csv) or final-stochastic (final_eval_stochastic.csv)")
     if source == "train":
         return list(runs)
     kept = [run for run in runs if (run.path / SOURCES[source]).is_file()]

@@ -21,15 +21,18 @@ def _seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"seeds are integers separated by commas, e.g. 0,1; got {text!r}") from None
 
 
+SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic")  # results.SOURCES, without importing numpy
+
+
 def add_commands(sub) -> None:
     compare = sub.add_parser("compare", help="final performance of runs, grouped by algorithm and settings")
     compare.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB",
                          help="run directories, globs, or directories holding runs")
     compare.add_argument("--metric", type=_metrics, default=["return"],
                          help="metric(s), comma-separated: return, x_pos_max, flag, capture, ... (default return)")
-    compare.add_argument("--source", choices=("train", "eval", "final"), default="train",
-                         help="train: episodes.csv; eval: eval.csv (periodic evaluation); "
-                              "final: final_eval.csv (rlf experiment)")
+    compare.add_argument("--source", choices=SOURCE_CHOICES, default="train",
+                         help="train: episodes.csv; eval: eval.csv (periodic evaluation); final / "
+                              "final-stochastic: greedy / stochastic episodes after training (rlf experiment)")
     compare.add_argument("--last", type=int, default=100, help="the last N episodes (rows) of each run (default 100)")
     compare.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
     compare.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default 2000)")
@@ -40,7 +43,7 @@ def add_commands(sub) -> None:
     plot.add_argument("--metric", default="return", help="metric to plot (default return)")
     plot.add_argument("--x", choices=("steps", "wall"), default="steps", help="x axis: env steps or wall time")
     plot.add_argument("--smooth", type=int, default=10, help="moving-average window in episodes (1 = none)")
-    plot.add_argument("--source", choices=("train", "eval", "final"), default="train")
+    plot.add_argument("--source", choices=SOURCE_CHOICES, default="train")
     plot.add_argument("--title")
 
     experiment = sub.add_parser("experiment", help="train an experiment file's runs (resumably), then report")
@@ -49,7 +52,7 @@ def add_commands(sub) -> None:
                             help="only runs whose name matches (e.g. 'game/ppo-*'); repeatable")
     experiment.add_argument("--steps", type=int, help="override the budget of every run")
     experiment.add_argument("--seeds", type=_seeds, help="override every algorithm's seeds, e.g. 0,1")
-    experiment.add_argument("--eval-episodes", type=int, help="override the greedy evaluation episodes per run")
+    experiment.add_argument("--eval-episodes", type=int, help="override the evaluation episodes per run and mode")
     experiment.add_argument("--runs-dir", type=Path, help="where the runs go (default: the file's runs_dir)")
     experiment.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                             help="override a setting of every run, e.g. --set num_envs=4")

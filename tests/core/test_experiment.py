@@ -140,3 +140,34 @@ def test_a_locked_run_is_left_to_its_owner(registry, experiment_file):
         assert run_experiment(experiment, log=log.append, registry=registry, report=False) == {
             "short/tabular-q-seed0": "busy"}
     assert not experiment.runs[0].path.exists()
+
+
+def test_stochastic_evaluation_acts_as_in_training_and_gets_its_own_table(registry, experiment_file, tmp_path):
+    # tabular-q explores with epsilon 1 for good: greedily it walks straight to the goal it learned,
+    # acting as in training it is a random walk, so the two evaluations must differ in episode length
+    text = experiment_file.read_text().replace("eval_episodes = 3", 'eval_episodes = 20\neval_modes = ["greedy", "stochastic"]')
+    text += '[algorithms.tabular-q.algo]\nexploration = {schedule = "per_step", start = 1.0, end = 1.0, decay_steps = 1}\n'
+    experiment_file.write_text(text)
+    experiment = load_experiment(experiment_file, only=["short/tabular-q-*"], steps=2000)
+    assert experiment.eval_modes == ["greedy", "stochastic"]
+    run_experiment(experiment, log=lambda line: None, registry=registry)
+    path = experiment.runs[0].path
+
+    def lengths(name):
+        with open(path / name) as handle:
+            return [float(row["length"]) for row in csv.DictReader(handle)]
+
+    greedy, stochastic = lengths("final_eval.csv"), lengths("final_eval_stochastic.csv")
+    assert len(greedy) == len(stochastic) == 20
+    assert sum(stochastic) / 20 > 1.5 * sum(greedy) / 20
+    table = (tmp_path / "runs" / "compare.md").read_text()
+    assert "Greedy evaluation" in table and "Stochastic evaluation" in table
+    rows = compare(find_runs([path]), ["reached"], source="final-stochastic", last=10**9)
+    assert rows[0]["runs"] == 1
+
+
+def test_eval_modes_are_validated(experiment_file):
+    experiment_file.write_text(experiment_file.read_text().replace("eval_episodes = 3",
+                                                                   'eval_episodes = 3\neval_modes = ["sampled"]'))
+    with pytest.raises(ConfigError, match="eval_modes = \\['sampled'\\]: give a non-empty list of 'greedy'"):
+        load_experiment(experiment_file)
