@@ -64,6 +64,11 @@ _LAZY = {
     "StepBatch": ("envs", "StepBatch"),
     "EnvFactory": ("envs", "EnvFactory"),
     "make_vector_env": ("envs", "make_vector_env"),
+    "StatefulEnv": ("env_state", "StatefulEnv"),
+    "StateUnavailable": ("env_state", "StateUnavailable"),
+    "register_state_adapter": ("env_state", "register_state_adapter"),
+    "generator_state": ("env_state", "generator_state"),
+    "generator_from_state": ("env_state", "generator_from_state"),
     "checkpoint": ("checkpoint", None),
     "torch_utils": ("torch_utils", None),
 }

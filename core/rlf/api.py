@@ -40,7 +40,7 @@ from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, St
 from .plugins import registry as default_registry
 from .torch_utils import check_device
 from .training.strategy import EpisodeTracker, average_metrics, build_strategy
-from .training.trainer import Trainer, set_rng_state
+from .training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.rlf"
@@ -174,6 +174,8 @@ class Algorithm:
         # continues it. False: the directory must not hold another run (unless overwrite=True).
         self._continues = False
         self._saved_step: int | None = None
+        self._loop: dict[str, Any] | None = None
+        """Where the last ``train()`` left the trainer's loop (a later ``train()`` continues it)."""
         self.stop_reason: str | None = None
         """Why the last ``train()`` stopped before its budget (a ``stop_at`` callback), else None."""
 
@@ -260,10 +262,12 @@ class Algorithm:
             # train() again on the same object continues, exactly as a resume from a checkpoint would
             from .training.trainer import rng_state
 
-            self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state()}
+            self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state(), "trainer": self._loop}
         self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector(),
                                        self.resolved.strategy)
+        loop = None
         if self._pending is not None:
+            loop = self._pending.get("trainer")  # absent from checkpoints of older rlf versions
             self.strategy.load_state_dict(self._pending["strategy"])
             try:
                 set_rng_state(self._pending["rng"])
@@ -271,13 +275,16 @@ class Algorithm:
                 raise CheckpointError(f"the checkpoint's RNG state (rng) is unusable ({type(exc).__name__}: {exc}); "
                                       "it was not written by this rlf or was edited") from None
             self._pending = None
+        elif not self.counters.get("env_steps"):
+            seed_global_rngs(run.seed)
         trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters,
-                          self._callbacks(callbacks))
+                          self._callbacks(callbacks), loop=loop)
         self.stop_reason = None
         try:
             return trainer.train()
         finally:
             self.counters = trainer.counters
+            self._loop = trainer.loop_state()
             self.stop_reason = trainer.stop_reason
             self._agent_state = self.strategy.agent.state_dict() if self.strategy.agent else None
 
@@ -330,9 +337,9 @@ class Algorithm:
         path = Path(path)
         if self.strategy is not None and self.strategy.agent is not None:
             trainer_state = {"counters": dict(self.counters), "rng": rng_state(),
-                             "strategy": self.strategy.state_dict()}
+                             "strategy": self.strategy.state_dict(), "trainer": self._loop}
         elif self._pending is not None:  # loaded, not trained since: save what was loaded
-            trainer_state = {key: self._pending[key] for key in ("counters", "rng", "strategy")}
+            trainer_state = {key: self._pending.get(key) for key in ("counters", "rng", "strategy", "trainer")}
         else:
             raise CheckpointError("nothing to save yet: call train() first (or rlf.load a checkpoint)")
         check_tree(trainer_state["strategy"], "strategy", "the state to save", None)

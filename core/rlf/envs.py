@@ -24,8 +24,9 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from .env_state import StateUnavailable, get_env_state, set_env_states
 from .errors import EnvWorkerError, PluginError
-from .interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec
+from .interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec, StateTree
 
 
 @dataclass
@@ -60,6 +61,7 @@ class StepBatch:
     alive: AgentArrays
     """The agent took part in this step."""
     episode_ended: np.ndarray
+    """(N,) bool. Treat every array of a batch as read-only: collectors may share them between steps."""
     ended_envs: list[int]
     """The indices where ``episode_ended`` is True, as a Python list: a free test for the common
     no-episode-ended step, which per-step loops at one env would otherwise pay numpy calls for."""
@@ -142,6 +144,15 @@ class VectorEnv:
     def render(self) -> Any:
         """The first env's RGB frame (for recording)."""
         raise NotImplementedError
+
+    def get_state(self) -> StateTree:
+        """Every env copy's state, for an exact resume (``rlf.env_state``); raises ``StateUnavailable``
+        saying why where the envs cannot say it (then a resume starts fresh episodes)."""
+        raise StateUnavailable(f"{type(self).__name__} does not save env state")
+
+    def set_state(self, state: StateTree) -> None:
+        """Put freshly built env copies into the state ``get_state`` returned."""
+        raise StateUnavailable(f"{type(self).__name__} does not restore env state")
 
 
 def _space_kind(space: gymnasium.Space) -> str:
@@ -639,6 +650,16 @@ class GymVector(VectorEnv):
                          ended_envs, reward_matrix, metrics,
                          {i: f for i, f in enumerate(frames) if f is not None} if frames else None)
 
+    def get_state(self) -> StateTree:
+        if not self.in_process:
+            raise StateUnavailable("the envs run in worker processes (vector=async)")
+        return {"envs": [get_env_state(env) for env in self.groups[0].envs]}
+
+    def set_state(self, state: StateTree) -> None:
+        if not self.in_process:
+            raise StateUnavailable("the envs run in worker processes (vector=async)")
+        set_env_states(self.groups[0].envs, state["envs"])
+
     def close(self) -> None:
         for group in self.groups:
             if self.in_process:
@@ -660,11 +681,16 @@ class GymVector(VectorEnv):
                 self._kill(vector)  # its process was joined with the group's: only the bookkeeping is left
 
 
+OUTCOME_CACHE = 256
+"""Distinct step outcomes (rewards and flags of every agent in every env) ParallelVector keeps arrays for."""
+
+
 class ParallelVector(VectorEnv):
     """N PettingZoo parallel envs in this process, with same-step autoreset.
 
     Agents that leave an episode early (e.g. a captured prey) are reported with ``alive`` False and
-    a zero observation until the whole episode ends and every env resets.
+    a zero observation until the whole episode ends and every env resets. The rewards, flags and
+    ``episode_ended`` arrays of its batches are read-only and may be shared between steps.
     """
 
     def __init__(self, name: str, factory: EnvFactory, num_envs: int):
@@ -673,6 +699,10 @@ class ParallelVector(VectorEnv):
         self.spec = describe_env(name, self.envs[0], num_envs)
         self._zeros = {a: np.zeros(space.shape, dtype=space.dtype)
                        for a, space in self.spec.observation_spaces.items()}
+        self._layouts = [(a, zero, (num_envs, *zero.shape)) for a, zero in self._zeros.items()]
+        self._outcomes: dict[tuple, tuple] = {}
+        self._none_ended = np.zeros(num_envs, dtype=bool)
+        self._none_ended.flags.writeable = False
         self._row_of = {a: row for row, a in enumerate(self.spec.agent_ids)}
         self._record = False
 
@@ -688,8 +718,8 @@ class ParallelVector(VectorEnv):
 
     def _gather(self, per_env_obs: list[dict[str, np.ndarray]]) -> AgentArrays:
         gathered = {}
-        for a, zero in self._zeros.items():
-            batch = np.empty((len(per_env_obs), *zero.shape), dtype=zero.dtype)  # np.stack costs 5x more
+        for a, zero, shape in self._layouts:
+            batch = np.empty(shape, dtype=zero.dtype)  # np.stack costs 5x more
             for i, obs in enumerate(per_env_obs):
                 batch[i] = obs.get(a, zero)
             gathered[a] = batch
@@ -703,24 +733,26 @@ class ParallelVector(VectorEnv):
         return self._gather(observations)
 
     def step(self, actions: AgentArrays) -> StepBatch:
-        # Filled as Python lists and turned into arrays once: with one env and a few agents, a numpy
-        # call per agent and field would cost more than the env's own step.
+        # The per-step path of every multi-agent run, and at one env with a few agents the env's own
+        # step is cheaper than this wrapping: fields are filled as flat Python lists (agent-major,
+        # index row * N + env) and turned into arrays once per distinct outcome (``_outcome``). A numpy
+        # call per agent and field, or a nested list, would cost more than the env.
         self._check_actions(actions, self.num_envs)
-        ids, row_of = self.spec.agent_ids, self._row_of
+        n, ids, row_of = self.num_envs, self.spec.agent_ids, self._row_of
+        size = len(ids) * n
         chosen = [actions[a].tolist() for a in ids]
-        rewards = [[0.0] * self.num_envs for _ in ids]
-        flags = [[[False] * self.num_envs for _ in ids] for _ in range(3)]  # terminated, truncated, alive
-        terminated, truncated, alive = flags
+        rewards = [0.0] * size
+        terminated, truncated, alive = [False] * size, [False] * size, [False] * size
         next_list, obs_list, ended_envs, metrics, frames = [], [], [], {}, {}
         for i, env in enumerate(self.envs):
             present = env.agents
             obs, rew, term, trunc, infos = env.step({a: chosen[row_of[a]][i] for a in present})
             for a in present:
-                row = row_of[a]
-                alive[row][i] = True
-                rewards[row][i] = rew.get(a, 0.0)
-                terminated[row][i] = term.get(a, False)
-                truncated[row][i] = trunc.get(a, False)
+                k = row_of[a] * n + i
+                alive[k] = True
+                rewards[k] = rew.get(a, 0.0)
+                terminated[k] = term.get(a, False)
+                truncated[k] = trunc.get(a, False)
             next_list.append(obs)
             if not env.agents:
                 ended_envs.append(i)
@@ -733,19 +765,48 @@ class ParallelVector(VectorEnv):
                     frames[i] = env.render()
                 obs, _ = env.reset()
             obs_list.append(obs)
-        reward_matrix = np.array(rewards, dtype=np.float32)
-        flag_arrays = np.array(flags, dtype=bool)
-        ended = np.zeros(self.num_envs, dtype=bool)
-        ended[ended_envs] = True
+        outcome = self._outcomes.get((*rewards, *terminated, *truncated, *alive))
+        if outcome is None:
+            outcome = self._outcome(rewards, terminated, truncated, alive)
+        reward_matrix, reward_rows, terminated_rows, truncated_rows, alive_rows = outcome
+        if ended_envs:
+            ended = np.zeros(n, dtype=bool)
+            ended[ended_envs] = True
+        else:
+            ended = self._none_ended
         next_obs = self._gather(next_list)
         # Without an episode end the next observations are the ones to act on: share the arrays, as
         # the Gymnasium path does.
-        return StepBatch(self._gather(obs_list) if ended_envs else next_obs, next_obs,
-                         self._rows(reward_matrix), self._rows(flag_arrays[0]), self._rows(flag_arrays[1]),
-                         self._rows(flag_arrays[2]), ended, ended_envs, reward_matrix, metrics, frames or None)
+        return StepBatch(self._gather(obs_list) if ended_envs else next_obs, next_obs, reward_rows, terminated_rows,
+                         truncated_rows, alive_rows, ended, ended_envs, reward_matrix, metrics, frames or None)
 
-    def _rows(self, matrix: np.ndarray) -> AgentArrays:
-        return dict(zip(self.spec.agent_ids, matrix, strict=True))
+    def _outcome(self, rewards: list[float], terminated: list[bool], truncated: list[bool],
+                 alive: list[bool]) -> tuple[np.ndarray, AgentArrays, AgentArrays, AgentArrays, AgentArrays]:
+        """The reward matrix and the per-agent rows of one step's rewards and flags, read-only.
+
+        Grid worlds repeat a handful of outcomes (the step cost, nobody done, everyone alive), so the
+        arrays of the first OUTCOME_CACHE distinct ones are kept and handed out again: that saves two
+        arrays and a view per agent and field on most steps. Read-only, so that sharing them between
+        steps cannot let one consumer change what another sees.
+        """
+        ids, n = self.spec.agent_ids, self.num_envs
+        agents = len(ids)
+        reward_matrix = np.array(rewards, dtype=np.float32).reshape(agents, n)
+        flags = np.array(terminated + truncated + alive, dtype=bool).reshape(3 * agents, n)
+        reward_matrix.flags.writeable = False
+        flags.flags.writeable = False
+        outcome = (reward_matrix, {a: reward_matrix[r] for r, a in enumerate(ids)},
+                   {a: flags[r] for r, a in enumerate(ids)}, {a: flags[agents + r] for r, a in enumerate(ids)},
+                   {a: flags[2 * agents + r] for r, a in enumerate(ids)})
+        if len(self._outcomes) < OUTCOME_CACHE:  # continuous rewards would never repeat: stop adding
+            self._outcomes[(*rewards, *terminated, *truncated, *alive)] = outcome
+        return outcome
+
+    def get_state(self) -> StateTree:
+        return {"envs": [get_env_state(env) for env in self.envs]}
+
+    def set_state(self, state: StateTree) -> None:
+        set_env_states(self.envs, state["envs"])
 
     def close(self) -> None:
         for env in self.envs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,28 @@ from .config import RunConfig
 from .stats import CsvLog, Progress
 
 TENSORBOARD_DIR = "tensorboard"
+
+
+def _tensorboardx():
+    """tensorboardX, imported without torch when this process has not imported torch itself.
+
+    tensorboardX's writer imports torch whenever it is installed, only to annotate its argument types
+    (it recognises tensors by their type's name). For a run that never needs torch (the tabular
+    algorithms) that import was most of the start-up: 1-3 s of CPU before the first env step, more
+    than 20,000 IQL steps. Hiding torch from that one import keeps tensorboardX on its numpy path;
+    torch stays importable for everything after it.
+    """
+    if "tensorboardX" in sys.modules or "torch" in sys.modules:
+        import tensorboardX
+
+        return tensorboardX
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    try:
+        import tensorboardX
+    finally:
+        if sys.modules.get("torch", ...) is None:
+            del sys.modules["torch"]
+    return tensorboardX
 
 
 class CsvLogger(Logger):
@@ -61,7 +84,7 @@ class TensorBoardLogger(Logger):
         self.writer = None
 
     def on_start(self, trainer) -> None:
-        from tensorboardX import SummaryWriter
+        SummaryWriter = _tensorboardx().SummaryWriter  # noqa: N806 - the class, by its own name
 
         # On resume, TensorBoard hides what a killed run logged after its checkpoint (as the CSVs are cut)
         resumed = trainer.counters["env_steps"]
@@ -123,7 +146,7 @@ def tensorboard_video(run_dir: Path, tag: str, frames: list[np.ndarray], fps: in
     (TensorBoard's images tab plays it). tensorboardX's own ``add_video`` needs moviepy and torch
     tensors; the GIF is encoded with Pillow, which ``--record`` already uses."""
     from PIL import Image
-    from tensorboardX import FileWriter
+    FileWriter = _tensorboardx().FileWriter  # noqa: N806
     from tensorboardX.proto.summary_pb2 import Summary
 
     images = [Image.fromarray(np.asarray(frame, dtype=np.uint8)) for frame in frames]

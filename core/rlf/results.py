@@ -151,6 +151,10 @@ def find_runs(patterns: Sequence[str | Path]) -> list[Run]:
             if (path / RUN_FILE).is_file():
                 found[path] = None
                 continue
+            if not path.is_dir():
+                # a shell-expanded `runs/*` also names the files beside the runs (rlf experiment's
+                # *.lock files, compare.md, logs); with no run among the arguments the error below says so
+                continue
             # hidden directories (e.g. runs `rlf experiment` moved aside) are not searched
             nested = sorted(p.parent for p in path.rglob(RUN_FILE)
                             if not any(part.startswith(".") for part in p.relative_to(path).parts)

@@ -109,6 +109,7 @@ def test_compare_formats(tmp_path, capsys):
     (["compare", "{tmp}/run", "--source", "eval"], "has no eval.csv"),
     (["compare", "{tmp}/run", "--last", "0"], "--last must be at least 1"),
     (["compare", "{tmp}/broken"], "is not an rlf run file"),
+    (["compare", "{tmp}/run.lock", "{tmp}/foreign/notes.txt"], "no rlf run directories among"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     fake_run(tmp_path / "run", values=[1, 2])
@@ -116,9 +117,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     (tmp_path / "foreign" / "notes.txt").write_text("hello")
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "run.json").write_text("{not json")
+    (tmp_path / "run.lock").write_text("")
     assert main([a.format(tmp=tmp_path) for a in args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_files_beside_the_runs_from_a_shell_glob_are_passed_over(tmp_path, capsys):
+    # `rlf compare runs/*` unquoted: the shell also hands over rlf experiment's lock files and tables
+    fake_run(tmp_path / "a", values=[1, 2])
+    fake_run(tmp_path / "b", values=[3, 4])
+    for name in ("a.lock", "b.lock", "compare.md"):
+        (tmp_path / name).write_text("")
+    assert main(["compare", *(str(p) for p in sorted(tmp_path.iterdir())), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["runs"] == 2
 
 
 def test_metric_error_lists_what_the_run_logs(tmp_path, capsys):

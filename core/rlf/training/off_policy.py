@@ -34,7 +34,7 @@ from ..envs import describe_env, exit_description, make_vector_env
 from ..errors import EnvWorkerError
 from ..interfaces import Transitions
 from ..plugins import StrategyFamily
-from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics
+from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics, say_fresh_episodes
 
 CHUNK_ENV_STEPS = 64
 """Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""
@@ -101,6 +101,7 @@ class OffPolicyStrategy(BaseStrategy):
         if self._pending_state is not None:
             self._restore(self._pending_state)
             self._pending_state = None
+            say_fresh_episodes("off-policy actor processes step their own envs")
         self._steps_since_sync = 0
         # fork, as the async on-policy workers do: actors get the builders without pickling them
         ctx = mp.get_context("fork")

@@ -4,12 +4,14 @@ save and log; a strategy only knows how to do one more unit of work."""
 from __future__ import annotations
 
 import math
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..env_state import StateUnavailable, restore_vector, vector_state
 from ..envs import Collector, StepBatch, Supervision, VectorEnv, build_async_collector, build_sync_collector
 from ..interfaces import Agent, BuildContext, Learner, StateTree
 
@@ -102,6 +104,21 @@ class EpisodeTracker:
     def load_state_dict(self, state: StateTree) -> None:
         self.episodes = int(state["episodes"])
 
+    def inflight_state(self) -> StateTree:
+        """The episodes under way: per-env running returns and lengths (for an exact resume)."""
+        return {"returns": self.returns.copy(), "lengths": [self.steps - start for start in self.started],
+                "dropped": self.dropped}
+
+    def load_inflight_state(self, state: StateTree) -> None:
+        returns = np.asarray(state["returns"], dtype=self.returns.dtype)
+        lengths = [int(length) for length in state["lengths"]]
+        if returns.shape != self.returns.shape or len(lengths) != len(self.started):
+            raise ValueError(f"episode accumulators for {returns.shape} agents x envs, the run has {self.returns.shape}")
+        self.returns = returns
+        self.steps = 0
+        self.started = [-length for length in lengths]
+        self.dropped = int(state["dropped"])
+
 
 def average_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     """Mean of each key over the rows that have it."""
@@ -135,6 +152,7 @@ class BaseStrategy(TrainStrategy):
         self.restarts_used = 0
         """Env worker restarts a resumed run had used (the Trainer sets it from the checkpoint's
         counters before ``setup``), so ``run.env_restarts`` stays one budget for the whole run."""
+        self._last_inflight: StateTree | None = None
 
     def setup(self) -> None:
         run = self.context.run
@@ -146,8 +164,11 @@ class BaseStrategy(TrainStrategy):
         self.tracker = EpisodeTracker(self.envs.spec.agent_ids, run.num_envs, self.envs.spec.multi_agent)
         if self._pending_state is not None:
             self._restore(self._pending_state)
+            inflight = self._pending_state.get("inflight")
             self._pending_state = None
-        # A resumed run cannot restore emulator state, so it starts fresh episodes from a new seed.
+            if self._restore_inflight(inflight):
+                return
+        # Without env state to restore, a resumed run starts fresh episodes from a new seed.
         self.obs = self.envs.reset(seed=run.seed + 7919 * self._reset_count)
 
     def weights(self) -> StateTree:
@@ -157,7 +178,42 @@ class BaseStrategy(TrainStrategy):
         return {"agent": self.agent.state_dict(),
                 "learner": self.learner.state_dict(include_replay=self.context.run.save_replay),
                 "episodes": self.tracker.state_dict(),
-                "resets": self._reset_count + 1}
+                "resets": self._reset_count + 1,
+                "inflight": self._inflight_state()}
+
+    # -- exact resume: the episodes under way (rlf.env_state) ----------------------------------------
+    def _inflight_state(self) -> StateTree:
+        """Env states, the observations to act on and the episode accumulators, or why they cannot be saved.
+
+        Checkpoints are only written between strategy steps (a whole PPO rollout and its update, a
+        chunk of off-policy steps), so nothing else of the strategy is half done."""
+        if self.envs is None:  # torn down (or actor processes step the envs): what teardown kept
+            return self._last_inflight or {"unavailable": "the envs are stepped in other processes"}
+        try:
+            envs = vector_state(self.envs)
+        except StateUnavailable as exc:
+            return {"unavailable": str(exc)}
+        return {"envs": envs, "obs": {a: np.array(array, copy=True) for a, array in self.obs.items()},
+                "episodes": self.tracker.inflight_state()}
+
+    def _restore_inflight(self, inflight: StateTree | None) -> bool:
+        """Continue the saved episodes; False (after one line saying why) where the run must start fresh ones."""
+        reason = _unavailable_reason(inflight)
+        if reason is None:
+            try:
+                restore_vector(self.envs, inflight["envs"])
+                obs = {a: np.asarray(inflight["obs"][a]) for a in self.envs.spec.agent_ids}
+                self.tracker.load_inflight_state(inflight["episodes"])
+            except StateUnavailable as exc:
+                reason = str(exc)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+                reason = f"the checkpoint's env state does not fit ({type(exc).__name__}: {exc})"
+            else:
+                self.obs = obs
+                self._reset_count -= 1  # no new reset happened: the next resume seeds as this one would have
+                return True
+        say_fresh_episodes(reason)
+        return False
 
     def load_state_dict(self, state: StateTree) -> None:
         if self.learner is None:
@@ -176,9 +232,27 @@ class BaseStrategy(TrainStrategy):
     def teardown(self) -> None:
         if self.learner is not None:
             self.learner.close()
+        if self.envs is not None and self.tracker is not None and self.obs is not None:
+            self._last_inflight = self._inflight_state()  # train() again on this object continues them
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+def say_fresh_episodes(reason: str) -> None:
+    """The one line a resume that cannot continue its episodes prints (not an error: today's behaviour)."""
+    print(f"resume: starting fresh episodes ({reason}); exact resume needs vector=sync and envs with "
+          "get_state/set_state (docs/PLUGIN_GUIDE.md)", file=sys.stderr)
+
+
+def _unavailable_reason(inflight: Any) -> str | None:
+    if inflight is None:
+        return "the checkpoint holds no env state (written by an older rlf)"
+    if not isinstance(inflight, dict):
+        return "the checkpoint's env state is not a table"
+    if "unavailable" in inflight:
+        return f"the checkpoint holds no env state: {inflight['unavailable']}"
+    return None
 
 
 def supervise(envs: VectorEnv, run: Any, algorithm: Any, restarts_used: int = 0) -> None:

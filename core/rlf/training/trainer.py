@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..callbacks import Callback
 from ..config import RunConfig
@@ -29,6 +30,13 @@ def rng_state() -> dict[str, Any]:
             "numpy": {"version": version, "keys": keys, "pos": pos, "has_gauss": has_gauss, "cached": cached}}
 
 
+def seed_global_rngs(seed: int) -> None:
+    """Python's and numpy's global generators, from the run's seed at the start of a new run: code that
+    draws from them (a plugin, a library) repeats with the seed, and checkpoints hold the same state."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
     python = state["python"]
     random.setstate((python[0], tuple(python[1]), python[2]))
@@ -39,7 +47,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 class Trainer:
     def __init__(self, strategy: TrainStrategy, run: RunConfig, run_dir: Path,
                  save_checkpoint: Callable[..., Path | None], counters: dict[str, int] | None = None,
-                 callbacks: Sequence[Callback] = ()):
+                 callbacks: Sequence[Callback] = (), loop: dict[str, Any] | None = None):
         self.strategy = strategy
         self.run = run
         self.run_dir = Path(run_dir)
@@ -58,6 +66,38 @@ class Trainer:
         self.latest: dict[str, float] = {}
         """The metrics of the latest strategy step."""
         self.stop_reason: str | None = None
+        self._pending: list[dict[str, float]] = []
+        """Learner metrics since the last metrics row (averaged into the next one)."""
+        self._next_log: int | None = None
+        self._next_checkpoint: int | None = None
+        if loop is not None:
+            self._load_loop(loop)
+
+    # -- where the loop stands between rows and checkpoints (saved, so a resume logs what the
+    # uninterrupted run would have: same row steps, same running means) ------------------------------
+    def loop_state(self) -> dict[str, Any]:
+        return {"log_interval": self.run.log_interval, "next_log": self._next_log,
+                "checkpoint_interval": self.run.checkpoint_interval, "next_checkpoint": self._next_checkpoint,
+                "pending": [dict(row) for row in self._pending], "recent": [dict(row) for row in self.recent]}
+
+    def _load_loop(self, loop: dict[str, Any]) -> None:
+        from ..errors import CheckpointError
+
+        try:
+            state = _LoopState.model_validate(loop)
+        except ValueError as exc:
+            raise CheckpointError(f"the checkpoint's training-loop state (trainer) is unusable "
+                                  f"({' '.join(str(exc).split())[:200]}); it was not written by this rlf or was edited"
+                                  ) from None
+        done = self.counters["env_steps"]
+        # A changed interval starts its schedule afresh, from the checkpoint's step.
+        if state.log_interval == self.run.log_interval and state.next_log is not None and state.next_log > done:
+            self._next_log = state.next_log
+        if (state.checkpoint_interval == self.run.checkpoint_interval and state.next_checkpoint is not None
+                and state.next_checkpoint > done):
+            self._next_checkpoint = state.next_checkpoint
+        self._pending = [dict(row) for row in state.pending]
+        self.recent.extend(dict(row) for row in state.recent)
 
     def emit(self, event: str, *args: Any) -> None:
         """Call ``event`` (``"on_eval"``...) on every callback; a callback's error stops training."""
@@ -71,7 +111,8 @@ class Trainer:
 
     def checkpoint(self, name: str | None = None) -> Path | None:
         self.counters.update(_supervision_counters(self.strategy))
-        state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict()}
+        state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
+                 "trainer": self.loop_state()}
         path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
         if path is not None:
             self.emit("on_checkpoint", Path(path))
@@ -79,9 +120,11 @@ class Trainer:
 
     def train(self) -> dict[str, float]:
         run, counters = self.run, self.counters
-        pending: list[dict[str, float]] = []
-        next_log = counters["env_steps"] + run.log_interval
-        next_checkpoint = counters["env_steps"] + run.checkpoint_interval if run.checkpoint_interval else None
+        pending = self._pending
+        if self._next_log is None:
+            self._next_log = counters["env_steps"] + run.log_interval
+        if self._next_checkpoint is None and run.checkpoint_interval:
+            self._next_checkpoint = counters["env_steps"] + run.checkpoint_interval
         window_start, window_steps = time.perf_counter(), 0
         summary: dict[str, float] = {}
         ready = False
@@ -106,7 +149,7 @@ class Trainer:
                     self.recent.extend(result.episodes)
                     self.emit("on_episode_end", [{"env_step": counters["env_steps"], **row} for row in result.episodes])
                 self.emit("on_step", result)
-                if (counters["env_steps"] >= next_log or counters["env_steps"] >= run.steps
+                if (counters["env_steps"] >= self._next_log or counters["env_steps"] >= run.steps
                         or self.stop_reason is not None):
                     elapsed = time.perf_counter() - window_start
                     summary = {**average_metrics(pending), **episode_means(self.recent),
@@ -118,10 +161,10 @@ class Trainer:
                     self.emit("on_log", summary)
                     pending.clear()
                     window_start, window_steps = time.perf_counter(), 0
-                    next_log = counters["env_steps"] + run.log_interval
-                if next_checkpoint is not None and counters["env_steps"] >= next_checkpoint:
+                    self._next_log = counters["env_steps"] + run.log_interval
+                if self._next_checkpoint is not None and counters["env_steps"] >= self._next_checkpoint:
+                    self._next_checkpoint = counters["env_steps"] + run.checkpoint_interval
                     self.checkpoint()
-                    next_checkpoint = counters["env_steps"] + run.checkpoint_interval
             self.checkpoint()
             self.emit("on_end", summary)
         except KeyboardInterrupt:
@@ -135,6 +178,18 @@ class Trainer:
                 callback.close()
             self.strategy.teardown()
         return summary
+
+
+class _LoopState(BaseModel):
+    """The ``trainer`` part of a checkpoint, validated (a checkpoint is untrusted input)."""
+
+    model_config = ConfigDict(extra="ignore")
+    log_interval: int
+    next_log: int | None
+    checkpoint_interval: int
+    next_checkpoint: int | None
+    pending: list[dict[str, float]] = Field(max_length=1_000_000)
+    recent: list[dict[str, float]] = Field(max_length=100)
 
 
 def _supervision_counters(strategy: TrainStrategy) -> dict[str, int]:

@@ -48,6 +48,8 @@ class DQNLearner(Learner):
         self.device = agent.device
         self.state_dim = state_dim
         self.rng = np.random.default_rng(seed + 1)
+        # torch's global RNG (saved in checkpoints) would otherwise start from a random seed per process
+        torch.manual_seed(seed)
         self._fast_kernels = self.device.type in ("cpu", "cuda")
         """Fused Adam and foreach gradient clipping exist for these devices; others take torch's default."""
         self.targets: dict[str, nn.Module] = {}

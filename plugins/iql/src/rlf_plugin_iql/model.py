@@ -159,18 +159,21 @@ class KeyCache:
 
     def __init__(self, keys: StateKeys):
         self.keys = keys
-        self._recent: dict[str, list[tuple[bytes, list[Key]]]] = {}
+        self._recent: dict[str, list] = {}
+        """Agent id -> [bytes, keys, bytes, keys]: the newer batch first."""
 
     def __call__(self, agent_id: str, batch: np.ndarray) -> list[Key]:
         raw = batch.tobytes()
-        recent = self._recent.setdefault(agent_id, [])
-        for seen, found in recent:
-            if seen == raw:
-                return found
+        recent = self._recent.get(agent_id)
+        if recent is None:
+            recent = self._recent[agent_id] = [None, None, None, None]
+        elif recent[0] == raw:
+            return recent[1]
+        elif recent[2] == raw:
+            return recent[3]
         found = self.keys(batch)
-        recent.append((raw, found))
-        if len(recent) > 2:
-            del recent[0]
+        recent[2:] = recent[:2]
+        recent[:2] = raw, found
         return found
 
 
@@ -188,17 +191,18 @@ class IQLAgent(Agent):
 
     def act(self, obs, *, explore: bool = True) -> Acting:
         rng, epsilon = self.rng, self.epsilon.value if explore else 0.0
+        draw, keys_of, tables, n_actions = rng.random, self.keys, self.tables, self.n_actions
         actions = {}
         for agent_id in self.agent_ids:
-            batch = obs[agent_id]
-            table, n = self.tables[agent_id], self.n_actions[agent_id]
+            table, n = tables[agent_id], n_actions[agent_id]
+            index, values = table.index, table.values
             chosen = []  # a list, made an array once: cheaper than numpy item assignment per row
-            for key in self.keys(agent_id, batch):
-                if epsilon and rng.random() < epsilon:
-                    chosen.append(int(rng.random() * n))
+            for key in keys_of(agent_id, obs[agent_id]):
+                if epsilon and draw() < epsilon:
+                    chosen.append(int(draw() * n))
                     continue
-                found = table.index.get(key)
-                chosen.append(int(rng.random() * n) if found is None else greedy(table.values[found].tolist(), rng))
+                found = index.get(key)
+                chosen.append(int(draw() * n) if found is None else greedy(values[found].tolist(), rng))
             actions[agent_id] = np.array(chosen, dtype=np.int64)
         return Acting(actions)
 

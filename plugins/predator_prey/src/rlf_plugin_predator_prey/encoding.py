@@ -48,6 +48,8 @@ class ObservationEncoder:
         array = np.asarray(batch, dtype=np.float32)
         if array.ndim != 2 or array.shape[1] != self.state_dim:
             raise ValueError(f"batch has shape {array.shape}, expected (N, {self.state_dim})")
+        if self.state_dim <= 4:  # tabular learners call this every env step: short rows convert cheaper in Python
+            return [tuple(map(int, row)) for row in array.tolist()]  # int() truncates as astype does
         return [tuple(row) for row in array.astype(np.int64).tolist()]
 
 

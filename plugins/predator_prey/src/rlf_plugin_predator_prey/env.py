@@ -105,6 +105,8 @@ class PredatorPreyEnv(ParallelEnv):
         self._blocked: list[tuple[int, ...]] = []
         self._view_bg: np.ndarray | None = None
         self._render_bg: np.ndarray | None = None
+        self._geometry_of: bytes | None = None
+        """The obstacle mask the move table, view and render backgrounds were built for."""
         self._world: World | None = None
         self._steps = 0
         self._captures = 0
@@ -245,6 +247,49 @@ class PredatorPreyEnv(ParallelEnv):
         xs, ys = self._xs, self._ys
         flat = [v for i, c in enumerate(self._pos) for v in (xs[c], ys[c], int(self._active[i]))]
         return np.concatenate([np.asarray(flat, dtype=np.float32), self._obstacles.astype(np.float32)])
+
+    # -- rlf's env state protocol: an exact resume continues the episode under way ---------------------
+    def get_state(self) -> dict[str, Any]:
+        """Everything a step reads that reset() draws or step() changes, as JSON-able data and arrays.
+
+        The layout-derived tables (move table, blocked flags, view background) are rebuilt from the
+        obstacles by ``set_state``; the scripted opponents keep no state of their own.
+        """
+        from rlf import generator_state
+
+        return {"rng": generator_state(self._rng),
+                "action_rngs": {a: generator_state(space._np_random) for a, space in self._act_spaces.items()},
+                "started": bool(self._pos), "positions": list(self._pos), "active": list(self._active),
+                "obstacles": self._obstacles.copy(), "steps": self._steps, "captures": self._captures,
+                "capture_step": self._capture_step, "agents": list(self.agents)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly where ``get_state`` was called, on a copy built from the same config."""
+        from rlf import generator_from_state
+
+        cells = self.size * self.size
+        pos = [int(cell) for cell in state["positions"]]
+        active = [bool(flag) for flag in state["active"]]
+        obstacles = np.asarray(state["obstacles"], dtype=bool)
+        agents = [str(agent) for agent in state["agents"]]
+        if state["started"] and (len(pos) != self._n or len(active) != self._n or obstacles.shape != (cells,)
+                                 or not all(0 <= cell < cells for cell in pos)):
+            raise ValueError(f"the saved state is for another grid than this {self.size}x{self.size} one "
+                             f"with {self._n} agents")
+        if set(agents) - set(self.possible_agents):
+            raise ValueError(f"the saved agents {agents} are not all among {self.possible_agents}")
+        self._rng = generator_from_state(state["rng"])
+        for agent, saved in state["action_rngs"].items():
+            if agent in self._act_spaces and saved is not None:
+                self._act_spaces[agent]._np_random = generator_from_state(saved)
+        self._steps, self._captures = int(state["steps"]), int(state["captures"])
+        self._capture_step = None if state["capture_step"] is None else int(state["capture_step"])
+        self.agents = agents
+        if not state["started"]:
+            return
+        self._set_geometry(obstacles)
+        self._pos, self._active = pos, active
+        self._world = World(self._pos, self._active, self._opponents, self._nxt, self._xs, self._ys)
 
     def render(self):
         if self.render_mode is None:
@@ -387,6 +432,10 @@ class PredatorPreyEnv(ParallelEnv):
         """Precompute what the episode's obstacles fix: the move table, blocked flags, view background."""
         s = self.size
         self._obstacles = obstacles
+        key = obstacles.tobytes()
+        if key == self._geometry_of:  # the same obstacles as the last episode (always, without any)
+            return
+        self._geometry_of = key
         idx = np.arange(s * s)
         x, y = idx % s, idx // s
         columns = []
