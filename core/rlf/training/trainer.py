@@ -206,7 +206,8 @@ def _resume_supervision(strategy: TrainStrategy, counters: dict[str, int]) -> No
     0); the restarts it had used reach the envs through ``BaseStrategy.restarts_used``."""
     tracker = getattr(strategy, "tracker", None)
     if tracker is not None and hasattr(tracker, "dropped"):
-        tracker.dropped += int(counters.get("episodes_dropped", 0))
+        # both are the run's total so far; an exact resume may have restored it with the episodes
+        tracker.dropped = max(tracker.dropped, int(counters.get("episodes_dropped", 0)))
 
 
 def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
