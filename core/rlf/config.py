@@ -140,10 +140,12 @@ class RunConfig(StrictModel):
     device: str = Field("auto", description="Torch device for plugins that use one: auto, cpu, cuda, cuda:N, mps.")
     env_timeout: float = Field(
         60.0, gt=0, le=86_400,
-        description="Seconds a subprocess env worker may take to answer one reset or step before it counts as hung.")
+        description="Seconds a subprocess env worker may take to answer one reset or step (an off-policy actor or "
+                    "A3C worker: to make progress) before it counts as hung.")
     env_restarts: int = Field(
         0, ge=0, le=10_000,
-        description="Dead or hung subprocess env workers to replace (fresh episodes on their envs) before stopping.")
+        description="Dead or hung subprocess env workers to replace (a fresh episode on each one's env) in the "
+                    "whole run, resumes included, before stopping.")
     save_replay: bool = Field(True, description="Include replay buffers in checkpoints so a resume keeps them.")
     keep_checkpoints: int = Field(
         2, ge=1, le=100,

@@ -17,7 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium
@@ -347,11 +347,17 @@ class Supervision:
     """Dead or hung workers replaced in this process before the run stops with an error."""
 
 
+RESTART_SEED_STRIDE = 104_729
+"""Seed distance between a worker's incarnations: a restarted env never replays an episode this run
+already began (more than any vector of envs, seeds seed..seed+num_envs-1, spans)."""
+
+
 _WORKER_LOST = (EOFError, BrokenPipeError, ConnectionResetError, multiprocessing.TimeoutError)
 """What Gymnasium's AsyncVectorEnv raises when a worker process is gone or silent."""
 
 
-def _exit_description(exitcode: int) -> str:
+def exit_description(exitcode: int) -> str:
+    """How a child process ended, for error lines: 'was killed by signal SIGKILL', 'exited with code 3'."""
     if exitcode < 0:
         try:
             return f"was killed by signal {signal.Signals(-exitcode).name}"
@@ -368,9 +374,12 @@ class GymVector(VectorEnv):
 
     Subprocess workers are supervised: every wait on them is bounded by ``supervision.timeout`` and a
     closed pipe is turned into an ``EnvWorkerError`` naming the env, the worker and how it ended. With
-    ``supervision.restarts`` left, the failed worker's group (Gymnasium starts workers per group, so
-    its sibling workers go too) is killed and started afresh instead: its envs begin new episodes, the
-    interrupted ones are reported as ``dropped`` and counted in ``restarts``.
+    ``supervision.restarts`` left, only the failed worker is killed and a new process takes its slot
+    (and shared-memory row) instead: its env begins a new episode, the interrupted one is reported as
+    ``dropped`` and the restart counted in ``restarts``; the group's other workers go on untouched.
+    Gymnasium's AsyncVectorEnv starts the workers and owns their shared memory, but commands and
+    answers go through each worker's pipe here: its ``step_wait`` reads a group as one, and a lost
+    worker would take its siblings' answers with it.
     """
 
     def __init__(self, name: str, factory: EnvFactory, num_envs: int, subprocess: bool,
@@ -382,7 +391,6 @@ class GymVector(VectorEnv):
         self.restarts = 0
         self._stopping = False
         """A worker was lost for good: close kills the other workers rather than waiting on them."""
-        self._failures: dict[int, BaseException] = {}
         self._seed: int | None = None
         if subprocess:
             count = min(PIPELINE_PARTS, num_envs)
@@ -395,6 +403,8 @@ class GymVector(VectorEnv):
         self._parts = [slice(start, stop) for start, stop in zip(starts, starts[1:], strict=False)]
         self._alive = [{SINGLE_AGENT: np.ones(size, dtype=bool)} for size in sizes]
         self._pending_actions: list[np.ndarray | None] = [None] * len(self.groups)
+        self._spliced: list[dict[int, gymnasium.vector.AsyncVectorEnv]] = [{} for _ in self.groups]
+        """Per group: worker index -> the one-env vector whose process replaced it (see _start_worker)."""
         first = self.groups[0]
         if isinstance(first, InProcessVectorEnv):
             self.spec = describe_env(name, first.envs[0], num_envs)
@@ -438,20 +448,24 @@ class GymVector(VectorEnv):
         self._seed = seed
         if self.in_process:
             return {SINGLE_AGENT: self.groups[0].reset(seed=seed)[0]}
-        observations = [self._reset_part(index) for index in range(len(self.groups))]
+        for index, group in enumerate(self.groups):
+            start = self._parts[index].start
+            for i in range(len(group.parent_pipes)):
+                self._command(index, i, ("reset", {"seed": None if seed is None else seed + start + i}))
+        observations = []
+        for index in range(len(self.groups)):
+            _, lost = self._receive(index)
+            self._restart_lost(index, lost, "reset")
+            observations.append(self._slot_observations(index))
         return {SINGLE_AGENT: observations[0] if len(observations) == 1 else np.concatenate(observations)}
 
-    def _reset_part(self, index: int) -> np.ndarray:
-        seed = self._seed
-        if seed is not None:  # a restarted group must not replay the episodes it had already started
-            seed += self._parts[index].start + 104_729 * self.restarts
-        group = self.groups[index]
+    def _command(self, part: int, worker: int, message: tuple) -> None:
+        """Send one worker a command; a worker that is gone is noticed when its answer is awaited."""
+        pipe = self.groups[part].parent_pipes[worker]
         try:
-            group.reset_async(seed=seed)
-            return group.reset_wait(timeout=self.supervision.timeout)[0]
-        except _WORKER_LOST as exc:
-            self._replace_group(index, "reset", exc)
-            return self._reset_part(index)
+            pipe.send(message)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass
 
     def step(self, actions: AgentArrays) -> StepBatch:
         self._check_actions(actions, self.num_envs)
@@ -470,61 +484,148 @@ class GymVector(VectorEnv):
             self._send(part, actions[SINGLE_AGENT])
 
     def _send(self, part: int, actions: np.ndarray) -> None:
-        try:
-            self.groups[part].step_async(actions)
-        except _WORKER_LOST as exc:  # noticed when the step is collected
-            self._failures[part] = exc
+        # Gymnasium's step_async/step_wait treat a group as one: a lost worker loses its siblings'
+        # answers too. Talking to each worker's pipe (the same messages) lets one worker be replaced.
+        group = self.groups[part]
+        for i, action in enumerate(gymnasium.vector.utils.iterate(group.action_space, actions)):
+            self._command(part, i, ("step", action))
 
     def step_wait(self, part: int) -> StepBatch:
         group = self.groups[part]
         if self.in_process:
             return self._batch(part, *group.step(self._pending_actions[part]))
-        failure = self._failures.pop(part, None)
-        if failure is None:
+        results, lost = self._receive(part)
+        size = len(results)
+        rewards = np.zeros(size, dtype=np.float64)
+        terminated = np.zeros(size, dtype=bool)
+        truncated = np.zeros(size, dtype=bool)
+        infos: dict[str, Any] = {}
+        for i, result in enumerate(results):
+            if result is None:
+                continue
+            _, rewards[i], terminated[i], truncated[i], info = result
+            if "final_obs" in info:
+                if not infos:
+                    infos = {"final_obs": np.full(size, None, dtype=object), "final_info": [None] * size}
+                infos["final_obs"][i] = info["final_obs"]
+                infos["final_info"][i] = info.get("final_info")
+        self._restart_lost(part, lost, "step")
+        batch = self._batch(part, self._slot_observations(part), rewards, terminated, truncated, infos)
+        if lost:
+            batch = self._drop(batch, sorted(lost))
+        return batch
+
+    def _receive(self, part: int) -> tuple[list[Any], dict[int, BaseException]]:
+        """Every worker's answer to the last command, ``None`` for the lost ones (listed with why).
+
+        One deadline for the whole group: a worker that has not answered ``supervision.timeout``
+        seconds after the wait began counts as hung. An exception inside the env is raised as is, as
+        Gymnasium would (it is the env's bug, not a lost worker)."""
+        group = self.groups[part]
+        deadline = time.monotonic() + self.supervision.timeout
+        results: list[Any] = []
+        lost: dict[int, BaseException] = {}
+        for i, pipe in enumerate(group.parent_pipes):
             try:
-                return self._batch(part, *group.step_wait(timeout=self.supervision.timeout))
-            except _WORKER_LOST as exc:
-                failure = exc
-        self._replace_group(part, "step", failure)
-        return self._dropped_batch(part, self._reset_part(part))
+                if not pipe.poll(max(deadline - time.monotonic(), 0.0)):
+                    raise multiprocessing.TimeoutError()
+                result, success = pipe.recv()
+            except (*_WORKER_LOST, OSError) as exc:
+                results.append(None)
+                lost[i] = exc
+                continue
+            if not success:
+                self._raise_env_error(part, i)
+            results.append(result)
+        return results, lost
 
-    def _replace_group(self, part: int, during: str, exc: BaseException) -> None:
-        """Kill the group of a lost worker and start it again, or raise if no restart is left."""
-        what = self._diagnose(part, exc)
-        self._kill(self.groups[part])
-        if self.restarts >= self.supervision.restarts:
+    def _restart_lost(self, part: int, lost: dict[int, BaseException], during: str) -> None:
+        """Replace each lost worker by a new process on the same slot and reset its env, or raise
+        ``EnvWorkerError`` once ``supervision.restarts`` are spent."""
+        for i, exc in sorted(lost.items()):
+            what = self._diagnose(part, i, exc)
+            self._kill_worker(self.groups[part], i)
+            if self.restarts >= self.supervision.restarts:
+                self._stopping = True
+                hint = ("raise run.env_restarts to replace lost workers and go on" if self.supervision.restarts
+                        else "set run.env_restarts=N to replace lost workers and go on")
+                spent = f" after {self.restarts} restart(s)" if self.supervision.restarts else ""
+                raise EnvWorkerError(f"env worker {what} during {during}{spent}; {hint}")
+            self.restarts += 1
+            self._start_worker(part, i)
+
+    def _start_worker(self, part: int, i: int) -> None:
+        """A new process for worker ``i`` of group ``part``, reset to a fresh episode (from a seed no
+        earlier episode of this run used).
+
+        Gymnasium cannot add a worker to a running group (nor hands out the group's shared memory),
+        so the replacement is a one-env AsyncVectorEnv of its own, spliced into the slot: its process
+        and pipe take the lost worker's place and its observation row is copied into the group's."""
+        group = self.groups[part]
+        old = self._spliced[part].pop(i, None)
+        if old is not None:
+            self._kill(old)
+        try:
+            vector = self._start_group(1)
+        except EnvWorkerError:
             self._stopping = True
-            hint = ("raise run.env_restarts to replace lost workers and go on" if self.supervision.restarts
-                    else "set run.env_restarts=N to replace lost workers and go on")
-            spent = f" after {self.restarts} restart(s)" if self.supervision.restarts else ""
-            raise EnvWorkerError(f"env worker {what} during {during}{spent}; {hint}")
-        self.restarts += 1
-        self.groups[part] = self._start_group(self._parts[part].stop - self._parts[part].start)
+            raise
+        self._spliced[part][i] = vector
+        group.processes[i], group.parent_pipes[i] = vector.processes[0], vector.parent_pipes[0]
+        seed = None if self._seed is None else (
+            self._seed + self._parts[part].start + i + RESTART_SEED_STRIDE * self.restarts)
+        self._command(part, i, ("reset", {"seed": seed}))
+        pipe = vector.parent_pipes[0]
+        try:
+            if not pipe.poll(self.supervision.timeout):
+                raise multiprocessing.TimeoutError()
+            _, success = pipe.recv()
+        except (*_WORKER_LOST, OSError) as exc:
+            self._stopping = True
+            raise EnvWorkerError(f"the restarted env worker {self._diagnose(part, i, exc)} during its first "
+                                 "reset; check that the environment can be built in a fresh process") from None
+        if not success:
+            self._raise_env_error(part, i)
 
-    def _diagnose(self, part: int, exc: BaseException) -> str:
-        """'<index> of <env> (pid N) was killed by signal SIGKILL' for the first lost worker."""
-        group, start = self.groups[part], self._parts[part].start
-        deadline = time.monotonic() + 2.0  # a closed pipe can be seen just before the exit status
-        while True:
-            dead = [(i, p) for i, p in enumerate(group.processes) if p.exitcode is not None]
-            if dead or time.monotonic() > deadline or isinstance(exc, multiprocessing.TimeoutError):
-                break
-            time.sleep(0.02)
-        if dead:
-            i, process = dead[0]
-            return f"{start + i} of {self.name} (pid {process.pid}) {_exit_description(process.exitcode)}"
-        silent = [i for i, pipe in enumerate(group.parent_pipes) if pipe is not None and not pipe.poll(0)]
-        i = silent[0] if silent else 0
-        pid = group.processes[i].pid
+    def _raise_env_error(self, part: int, i: int) -> None:
+        """Raise the exception worker ``i``'s env raised, as Gymnasium would: the env's own bug."""
+        self._stopping = True
+        owner = self._spliced[part].get(i, self.groups[part])
+        _, kind, value, _ = owner.error_queue.get(timeout=self.supervision.timeout)
+        raise kind(value)
+
+    def _slot_observations(self, part: int) -> np.ndarray:
+        """Group ``part``'s observations (from shared memory), replaced workers' rows included."""
+        obs = self.groups[part].observations.copy()
+        for i, vector in self._spliced[part].items():
+            obs[i] = vector.observations[0]
+        return obs
+
+    def _diagnose(self, part: int, i: int, exc: BaseException) -> str:
+        """'<index> of <env> (pid N) was killed by signal SIGKILL' for a lost worker."""
+        process, index = self.groups[part].processes[i], self._parts[part].start + i
         if isinstance(exc, multiprocessing.TimeoutError):
-            return (f"{start + i} of {self.name} (pid {pid}) did not answer within "
+            return (f"{index} of {self.name} (pid {process.pid}) did not answer within "
                     f"{self.supervision.timeout:g} s (run.env_timeout)")
-        return f"{start + i} of {self.name} (pid {pid}) closed its pipe ({type(exc).__name__})"
+        deadline = time.monotonic() + 2.0  # a closed pipe can be seen just before the exit status
+        while process.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if process.exitcode is not None:
+            return f"{index} of {self.name} (pid {process.pid}) {exit_description(process.exitcode)}"
+        return f"{index} of {self.name} (pid {process.pid}) closed its pipe ({type(exc).__name__})"
+
+    @staticmethod
+    def _kill_worker(group: gymnasium.vector.AsyncVectorEnv, i: int) -> None:
+        process, pipe = group.processes[i], group.parent_pipes[i]
+        if process.exitcode is None:
+            process.kill()  # SIGKILL also ends a stopped (SIGSTOP) worker, which SIGTERM would not
+        process.join(timeout=5)
+        if pipe is not None:
+            pipe.close()
 
     @staticmethod
     def _kill(group: gymnasium.vector.AsyncVectorEnv) -> None:
-        """Stop a group whose state is unknown without waiting on it: SIGKILL also ends a stopped
-        (SIGSTOP) worker, which would ignore the SIGTERM Gymnasium's own close sends."""
+        """Stop a group whose state is unknown without waiting on it."""
         for process in group.processes:
             if process.exitcode is None:
                 process.kill()
@@ -536,15 +637,17 @@ class GymVector(VectorEnv):
         group.error_queue.cancel_join_thread()
         group.closed = True
 
-    def _dropped_batch(self, part: int, obs: np.ndarray) -> StepBatch:
-        size = self._parts[part].stop - self._parts[part].start
-        no = np.zeros(size, dtype=bool)
-        ended = np.ones(size, dtype=bool)
-        reward_matrix = np.zeros((1, size), dtype=np.float32)
-        everyone = list(range(size))
-        return StepBatch({SINGLE_AGENT: obs}, {SINGLE_AGENT: obs}, {SINGLE_AGENT: reward_matrix[0]},
-                         {SINGLE_AGENT: no}, {SINGLE_AGENT: no.copy()}, {SINGLE_AGENT: no.copy()}, ended,
-                         everyone, reward_matrix, {}, None, tuple(everyone))
+    @staticmethod
+    def _drop(batch: StepBatch, lost: list[int]) -> StepBatch:
+        """The lost workers' envs in ``batch`` as ended, not alive and dropped (see ``StepBatch.dropped``)."""
+        alive = batch.alive[SINGLE_AGENT].copy()
+        alive[lost] = False
+        ended = batch.episode_ended.copy()
+        ended[lost] = True
+        return replace(batch, alive={SINGLE_AGENT: alive},
+                       episode_ended=ended, ended_envs=np.flatnonzero(ended).tolist(),
+                       episode_metrics={i: m for i, m in batch.episode_metrics.items() if i not in lost},
+                       dropped=tuple(lost))
 
     def _batch(self, part: int, obs, rewards, terminated, truncated, infos) -> StepBatch:
         """One group's step as a StepBatch over that group's envs (indices from 0)."""
@@ -583,13 +686,18 @@ class GymVector(VectorEnv):
                 continue
             if group.closed:
                 continue
-            if self._stopping:
-                self._kill(group)
-                continue
-            try:
-                group.close(timeout=self.supervision.timeout)
-            except (*_WORKER_LOST, OSError, RuntimeError):  # a worker is gone: do not wait on the rest
-                self._kill(group)
+            if not self._stopping:
+                # ask every worker to close its env, then wait for them all within one env_timeout
+                for i in range(len(group.parent_pipes)):
+                    if group.processes[i].exitcode is None and group.parent_pipes[i] is not None:
+                        self._command(self.groups.index(group), i, ("close", None))
+                deadline = time.monotonic() + self.supervision.timeout
+                for process in group.processes:
+                    process.join(timeout=max(deadline - time.monotonic(), 0.0))
+            self._kill(group)  # whatever is left: a lost, hung or stopped worker is not waited on
+        for spliced in self._spliced:
+            for vector in spliced.values():
+                self._kill(vector)  # its process was joined with the group's: only the bookkeeping is left
 
 
 OUTCOME_CACHE = 256

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from rlf.envs import EnvFactory, GymVector, Supervision
 from rlf.errors import EnvWorkerError
 from rlf.interfaces import SINGLE_AGENT
 from rlf.plugins import LazyCallable
-from rlf.training.strategy import EpisodeTracker
+from rlf.training.strategy import EpisodeTracker, supervise
+from rlf.training.trainer import _resume_supervision, _supervision_counters
 
 FACTORY = EnvFactory(LazyCallable("rlf.builtin_envs:make_gym_env"), GymEnvConfig(id="CartPole-v1"))
 
@@ -55,7 +57,9 @@ def test_a_dead_worker_is_one_error_naming_env_worker_and_signal(envs):
     assert "\n" not in message
     assert f"env worker 3 of gym:CartPole-v1 (pid {pid}) was killed by signal SIGKILL during step" in message
     assert "env_restarts" in message
-    assert all(not process.is_alive() for process in vector.groups[1].processes)
+    assert not vector.groups[1].processes[1].is_alive()
+    vector.close()  # the others are killed, not waited on: the run is stopping
+    assert all(not process.is_alive() for group in vector.groups for process in group.processes)
 
 
 def test_a_hung_worker_is_reported_after_env_timeout(envs):
@@ -75,27 +79,49 @@ def test_a_hung_worker_is_reported_after_env_timeout(envs):
     assert not vector.groups[0].processes[0].is_alive()  # killed, not left stopped
 
 
-def test_with_restarts_the_group_is_replaced_and_its_episodes_dropped(envs):
+def test_with_restarts_only_the_dead_worker_is_replaced_and_its_episode_dropped(envs):
     vector = envs(restarts=1)
     vector.reset(seed=0)
     tracker = EpisodeTracker((SINGLE_AGENT,), 4, False)
-    for _ in range(3):
-        tracker.update(_step(vector))
+    for _ in range(3):  # pushing left, CartPole's episodes last about 9 steps: none ends in 3
+        assert tracker.update(_step(vector)) == []
     old = _worker_pids(vector)
     os.kill(old[1], signal.SIGKILL)
     batch = _step(vector)
     assert vector.restarts == 1
-    assert batch.dropped == (0, 1) and batch.ended_envs[:2] == [0, 1]
-    assert not batch.alive[SINGLE_AGENT][:2].any() and batch.alive[SINGLE_AGENT][2:].all()
-    assert batch.rewards[SINGLE_AGENT][:2].tolist() == [0.0, 0.0]
-    assert tracker.update(batch) == [] and tracker.dropped == 2 and tracker.episodes == 0
+    assert batch.dropped == (1,) and batch.ended_envs == [1]
+    assert batch.alive[SINGLE_AGENT].tolist() == [True, False, True, True]
+    assert batch.rewards[SINGLE_AGENT].tolist() == [1.0, 0.0, 1.0, 1.0]
+    assert tracker.update(batch) == [] and tracker.dropped == 1 and tracker.episodes == 0
     new = _worker_pids(vector)
-    assert new[:2] != old[:2] and new[2:] == old[2:]
-    after = _step(vector, 2)  # the new group steps like the old one
+    assert new[1] != old[1] and [new[0], *new[2:]] == [old[0], *old[2:]]
+    assert all(process.is_alive() for group in vector.groups for process in group.processes)
+    # the new worker's env began a fresh episode, the others go on with theirs
+    assert abs(batch.obs[SINGLE_AGENT][1]).max() <= 0.05 < abs(batch.obs[SINGLE_AGENT][0]).max()
+    after = _step(vector, 2)  # the new worker steps like the old one
     assert after.rewards[SINGLE_AGENT].tolist() == [1.0] * 4
     os.kill(_worker_pids(vector)[0], signal.SIGKILL)  # the one restart is spent
-    with pytest.raises(EnvWorkerError, match=r"during step after 1 restart\(s\); raise run.env_restarts"):
+    with pytest.raises(EnvWorkerError, match=r"worker 0 of .* during step after 1 restart\(s\); raise "
+                                             r"run.env_restarts"):
         _step(vector)
+
+
+def test_a_worker_lost_right_after_its_episode_ended_drops_no_episode(envs):
+    """Only interrupted episodes are counted: one that had not taken a step yet lost nothing."""
+    vector = envs(restarts=1)
+    vector.reset(seed=0)
+    tracker = EpisodeTracker((SINGLE_AGENT,), 4, False)
+    batch = _step(vector)
+    while not batch.ended_envs:
+        tracker.update(batch)
+        batch = _step(vector)
+    tracker.update(batch)
+    ended = batch.ended_envs[0]
+    os.kill(_worker_pids(vector)[ended], signal.SIGKILL)
+    lost = _step(vector)
+    assert lost.dropped == (ended,) and vector.restarts == 1
+    tracker.update(lost)
+    assert tracker.dropped == 0
 
 
 def test_pipelined_parts_recover_too(envs):
@@ -107,9 +133,18 @@ def test_pipelined_parts_recover_too(envs):
     vector.step_async(0, zeros)
     vector.step_async(1, zeros)
     assert vector.step_wait(0).dropped == ()
-    assert vector.step_wait(1).dropped == (0, 1)
+    assert vector.step_wait(1).dropped == (0,)  # env 2 is the second group's first
     vector.step_async(1, zeros)
     assert vector.step_wait(1).rewards[SINGLE_AGENT].tolist() == [1.0, 1.0]
+
+
+def test_a_worker_lost_during_reset_is_replaced_without_dropping_an_episode(envs):
+    vector = envs(restarts=1)
+    vector.reset(seed=0)
+    os.kill(_worker_pids(vector)[3], signal.SIGKILL)
+    obs = vector.reset(seed=1)[SINGLE_AGENT]
+    assert vector.restarts == 1 and obs.shape == (4, 4) and abs(obs).max() <= 0.05
+    assert _step(vector).dropped == ()
 
 
 def test_close_after_a_failure_does_not_hang(envs):
@@ -123,3 +158,24 @@ def test_close_after_a_failure_does_not_hang(envs):
 
 def test_make_gym_env_is_the_factory_used():
     assert FACTORY.build_env.target is make_gym_env
+
+
+def test_restarts_used_before_a_resume_still_count(envs):
+    """``env_restarts`` is a budget for the whole run: the checkpoint's counters carry what was used,
+    handed to the envs before their first reset (which may itself need a restart)."""
+    run = SimpleNamespace(env_timeout=60.0, env_restarts=1)
+    algorithm = SimpleNamespace(name="x", plugin="y")
+    old = envs()
+    supervise(old, run, algorithm, 0)  # a checkpoint from before the counter: none used
+    strategy = SimpleNamespace(envs=old, tracker=EpisodeTracker((SINGLE_AGENT,), 4, False))
+    _resume_supervision(strategy, {"env_steps": 512})
+    assert old.restarts == 0 and _supervision_counters(strategy) == {}
+
+    vector = envs()
+    supervise(vector, run, algorithm, 1)
+    strategy = SimpleNamespace(envs=vector, tracker=EpisodeTracker((SINGLE_AGENT,), 4, False))
+    _resume_supervision(strategy, {"env_steps": 512, "env_restarts": 1, "episodes_dropped": 1})
+    assert _supervision_counters(strategy) == {"env_restarts": 1, "episodes_dropped": 1}
+    os.kill(_worker_pids(vector)[0], signal.SIGKILL)
+    with pytest.raises(EnvWorkerError, match=r"during reset after 1 restart\(s\)"):
+        vector.reset(seed=0)

@@ -18,6 +18,9 @@ takes one chunk from each actor in turn, and an actor starts its next chunk only
 one was taken, with the weights pushed by then. Every pool runs the same ``ActorWorker``, so in
 lockstep local and Ray actors hand the learner the same transitions.
 
+Actors are supervised: one that dies, or makes no progress (a chunk, or a try to hand one over) for
+``run.env_timeout`` seconds, stops the run with an ``EnvWorkerError`` naming it (see ``_check_actors``).
+
 Weights pushed to actors are loaded with ``agent.load_state_dict``; an agent whose state carries an
 action RNG should leave it out of ``learner.weights()`` so each actor keeps its own stream.
 """
@@ -28,12 +31,14 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..envs import describe_env, make_vector_env
+from ..envs import describe_env, exit_description, make_vector_env
+from ..errors import EnvWorkerError
 from ..interfaces import BuildContext, StateTree, Transitions
 from ..plugins import StrategyFamily
 from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics, say_fresh_episodes
@@ -231,6 +236,9 @@ class OffPolicyStrategy(BaseStrategy):
         self._reports = ctx.Queue(maxsize=2 * count)
         self._stop = ctx.Event()
         self._weight_queues = []
+        # each actor stamps time.monotonic() (one clock for all processes) here as it makes progress
+        self._heartbeats = ctx.Array("d", [time.monotonic()] * count, lock=False)
+        self._next_health_check = 0.0
         for index in range(count):
             inbox = ctx.Queue()
             inbox.put(weights)
@@ -266,16 +274,35 @@ class OffPolicyStrategy(BaseStrategy):
 
     def _next_report(self) -> tuple[int, dict[str, Any]]:
         while True:
+            if time.monotonic() >= self._next_health_check:
+                # also while chunks flow: the other actors go on reporting after one is lost
+                self._check_actors()
+                self._next_health_check = time.monotonic() + QUEUE_POLL_S
             try:
                 kind, payload = self._reports.get(timeout=QUEUE_POLL_S)
             except queue.Empty:
-                dead = [p.name for p in self.actors if not p.is_alive()]
-                if dead:
-                    raise RuntimeError(f"off-policy actors died: {', '.join(dead)}") from None
                 continue
             if kind == "error":
                 raise RuntimeError(f"off-policy actor failed: {payload}")
             return payload
+
+    def _check_actors(self) -> None:
+        """A lost or hung actor stops the run with one line (``EnvWorkerError``).
+
+        Lost actors are not replaced: they share one report queue, and a process killed while
+        writing to it can leave it unusable for the others; the last checkpoint resumes the run."""
+        timeout = self.context.run.env_timeout
+        now = time.monotonic()
+        for index, process in enumerate(self.actors):
+            if process.exitcode is not None:
+                problem = exit_description(process.exitcode)
+            elif now - self._heartbeats[index] > timeout:
+                process.kill()  # stopped or stuck: it would never answer the stop request
+                problem = f"made no progress for {timeout:g} s (run.env_timeout)"
+            else:
+                continue
+            raise EnvWorkerError(f"off-policy actor {index} of {self.context.run.algorithm} on {self.env_name} "
+                                 f"(pid {process.pid}) {problem}; lost actors are not replaced")
 
     def _step_actors(self, limit: int) -> StepResult:
         index, chunk = self.pool.collect() if self.pool is not None else self._next_chunk()
@@ -317,13 +344,14 @@ class OffPolicyStrategy(BaseStrategy):
             pool.close()
         if getattr(self, "actors", None):
             self._stop.set()
+            # one deadline for all: an actor killed while writing to the report queue can leave
+            # the others unable to flush it, and they must not be waited on one after another
+            deadline = time.monotonic() + 10.0
             for process in self.actors:
                 # keep draining: an actor blocked on a full queue, or flushing one, cannot exit
-                for _ in range(int(10 / 0.1)):
+                while process.is_alive() and time.monotonic() < deadline:
                     _drain(self._reports)
                     process.join(timeout=0.1)
-                    if not process.is_alive():
-                        break
                 if process.is_alive():
                     process.terminate()
                     process.join(timeout=5)
@@ -364,7 +392,7 @@ def _latest(inbox) -> Any:
 
 def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
     """An actor process: an ``ActorWorker`` sending chunks and loading pushed weights."""
-    reports, stop = strategy._reports, strategy._stop
+    reports, stop, heartbeats = strategy._reports, strategy._stop, strategy._heartbeats
     # Ctrl-C reaches the whole process group: the main process checkpoints and stops the actors
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
@@ -380,8 +408,9 @@ def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> Non
         worker.load(inbox.get())
         first = True
         while running():
+            heartbeats[index] = time.monotonic()
             if lockstep and not first:  # wait for the learner to take the last chunk: None keeps the weights
-                weights = _await(inbox, running)
+                weights = _await(inbox, running, lambda: heartbeats.__setitem__(index, time.monotonic()))
                 if weights is _STOPPED:
                     break
             else:
@@ -391,6 +420,7 @@ def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> Non
                 worker.load(weights)
             chunk = worker.chunk()
             while running():
+                heartbeats[index] = time.monotonic()  # waiting on the learner is no hang
                 try:
                     reports.put(("chunk", (index, chunk)), timeout=QUEUE_POLL_S)
                     break
@@ -404,9 +434,11 @@ def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> Non
 _STOPPED = object()
 
 
-def _await(inbox, running) -> Any:
-    """The next message, or ``_STOPPED`` once the run stops."""
+def _await(inbox, running, alive) -> Any:
+    """The next message, or ``_STOPPED`` once the run stops; ``alive()`` each poll (waiting on the
+    learner is no hang)."""
     while running():
+        alive()
         try:
             return inbox.get(timeout=QUEUE_POLL_S)
         except queue.Empty:

@@ -64,7 +64,8 @@ class EpisodeTracker:
         self.started = [0] * num_envs
         self.episodes = 0
         self.dropped = 0
-        """Episodes cut short by a restarted env worker: left out of the stats, counted here."""
+        """Episodes cut short by a restarted env worker (at least one step taken): left out of the
+        stats, counted here."""
 
     def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
         self.steps += 1
@@ -74,7 +75,9 @@ class EpisodeTracker:
         rows = []
         for i in batch.ended_envs:
             if i in batch.dropped:
-                self.dropped += 1
+                # the dropped step itself was never taken: an episode that had just begun lost nothing
+                if self.steps - 1 > self.started[i]:
+                    self.dropped += 1
                 self.started[i] = self.steps
                 self.returns[:, i] = 0.0
                 continue
@@ -146,12 +149,15 @@ class BaseStrategy(TrainStrategy):
         self.tracker: EpisodeTracker | None = None
         self._pending_state: StateTree | None = None
         self._reset_count = 0
+        self.restarts_used = 0
+        """Env worker restarts a resumed run had used (the Trainer sets it from the checkpoint's
+        counters before ``setup``), so ``run.env_restarts`` stays one budget for the whole run."""
         self._last_inflight: StateTree | None = None
 
     def setup(self) -> None:
         run = self.context.run
         self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
-        supervise(self.envs, run, self.algorithm)
+        supervise(self.envs, run, self.algorithm, self.restarts_used)
         self.context.env_spec = self.envs.spec
         self.agent = self.algorithm.build_agent(self.context)
         self.learner = self.algorithm.build_learner(self.context, self.agent)
@@ -249,12 +255,15 @@ def _unavailable_reason(inflight: Any) -> str | None:
     return None
 
 
-def supervise(envs: VectorEnv, run: Any, algorithm: Any) -> None:
-    """Give envs the run's worker supervision settings and the name errors about actions should blame.
+def supervise(envs: VectorEnv, run: Any, algorithm: Any, restarts_used: int = 0) -> None:
+    """Give envs the run's worker supervision settings, the restarts already used (before a resume;
+    set before the first reset, which may need one) and the name errors about actions should blame.
 
     Set on whatever was built (any collector), so env workers are watched however envs are made."""
     if hasattr(envs, "supervision"):
         envs.supervision = Supervision(run.env_timeout, run.env_restarts)
+    if restarts_used and hasattr(envs, "restarts"):
+        envs.restarts = restarts_used
     envs.acting = f"algorithm {algorithm.name!r} (plugin {algorithm.plugin})"
 
 

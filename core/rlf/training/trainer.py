@@ -110,6 +110,7 @@ class Trainer:
             self.stop_reason = reason
 
     def checkpoint(self, name: str | None = None) -> Path | None:
+        self.counters.update(_supervision_counters(self.strategy))
         state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
                  "trainer": self.loop_state()}
         path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
@@ -128,7 +129,10 @@ class Trainer:
         summary: dict[str, float] = {}
         ready = False
         try:
+            if hasattr(self.strategy, "restarts_used"):  # see BaseStrategy; older checkpoints: none used
+                self.strategy.restarts_used = int(counters.get("env_restarts", 0))
             self.strategy.setup()
+            _resume_supervision(self.strategy, counters)
             ready = True
             self.emit("on_start")
             while counters["env_steps"] < run.steps and self.stop_reason is None:
@@ -188,13 +192,29 @@ class _LoopState(BaseModel):
     recent: list[dict[str, float]] = Field(max_length=100)
 
 
+def _supervision_counters(strategy: TrainStrategy) -> dict[str, int]:
+    """Worker restarts and the episodes they cut short, once there has been one: checkpointed, so
+    ``run.env_restarts`` stays a budget for the whole run across resumes."""
+    restarts = int(getattr(getattr(strategy, "envs", None), "restarts", 0) or 0)
+    if not restarts:
+        return {}
+    return {"env_restarts": restarts, "episodes_dropped": int(getattr(strategy.tracker, "dropped", 0))}
+
+
+def _resume_supervision(strategy: TrainStrategy, counters: dict[str, int]) -> None:
+    """Carry the episodes a resumed run had dropped (checkpoints written before this counter load as
+    0); the restarts it had used reach the envs through ``BaseStrategy.restarts_used``."""
+    tracker = getattr(strategy, "tracker", None)
+    if tracker is not None and hasattr(tracker, "dropped"):
+        # both are the run's total so far; an exact resume may have restored it with the episodes
+        tracker.dropped = max(tracker.dropped, int(counters.get("episodes_dropped", 0)))
+
+
 def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
-    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts)."""
-    metrics: dict[str, float] = {}
-    restarts = getattr(getattr(strategy, "envs", None), "restarts", 0)
-    if restarts:
-        metrics = {"env_restarts": float(restarts), "episodes_dropped": float(getattr(strategy.tracker, "dropped", 0))}
-    actors = getattr(strategy, "actor_restarts", 0)  # off-policy actors an actor pool restarted
+    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts),
+    and off-policy actors an actor pool restarted."""
+    metrics = {key: float(value) for key, value in _supervision_counters(strategy).items()}
+    actors = getattr(strategy, "actor_restarts", 0)
     if actors:
         metrics["actor_restarts"] = float(actors)
     return metrics

@@ -18,6 +18,7 @@ from rlf_plugin_a3c.config import AsyncWorkersConfig
 
 import rlf
 from rlf import Acting, Agent, Learner, hookimpl
+from rlf.errors import EnvWorkerError
 
 _FORK = mp.get_context("fork")
 LEARNED_STEPS = _FORK.Value("q", 0)
@@ -168,7 +169,8 @@ def test_a_worker_that_raises_stops_training_with_its_error(async_registry, tmp_
 
 def test_a_worker_that_dies_without_a_word_is_reported(async_registry, tmp_path):
     algo = make(async_registry, tmp_path, 10**6, "algo.fail_after=200", "algo.hard_exit=true")
-    with pytest.raises(RuntimeError, match=r"died without a report: rlf-worker-\d \(exit code 3\)"):
+    with pytest.raises(EnvWorkerError, match=r"^async worker \d of counting-pg on gym:CartPole-v1 \(pid \d+\) "
+                                             r"exited with code 3; lost workers are not replaced$"):
         algo.train()
 
 

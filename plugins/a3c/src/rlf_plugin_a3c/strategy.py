@@ -22,6 +22,8 @@ import time
 import traceback
 
 import rlf
+from rlf.envs import exit_description
+from rlf.errors import EnvWorkerError
 
 from .config import AsyncWorkersConfig
 
@@ -51,6 +53,8 @@ class AsyncWorkersStrategy(rlf.OnPolicyStrategy):
         self.allowance = ctx.Value("q", 0)
         self.budget_granted = ctx.Event()
         self._next_health_check = 0.0
+        # each worker stamps time.monotonic() (one clock for all processes) here as it makes progress
+        self.heartbeats = ctx.Array("d", [time.monotonic()] * count, lock=False)
         base_seed = self.context.run.seed + 7919 * self._reset_count
         for index in range(count):
             process = ctx.Process(target=_async_worker, name=f"rlf-worker-{index}", daemon=True,
@@ -74,7 +78,7 @@ class AsyncWorkersStrategy(rlf.OnPolicyStrategy):
             except queue.Empty:
                 if not any(p.is_alive() for p in self.workers):
                     self._check_workers()
-                    raise RuntimeError("async workers all stopped before the step budget was spent") from None
+                    raise EnvWorkerError("async workers all stopped before the step budget was spent") from None
                 continue
             if kind == "error":
                 index, summary, details = payload
@@ -86,11 +90,23 @@ class AsyncWorkersStrategy(rlf.OnPolicyStrategy):
             return rlf.StepResult(steps, metrics, episodes)
 
     def _check_workers(self) -> None:
-        crashed = [f"{p.name} (exit code {p.exitcode})" for p in self.workers
-                   if not p.is_alive() and p.exitcode not in (0, None)]
-        if crashed:
-            raise RuntimeError(f"async workers died without a report: {', '.join(crashed)}; a native crash "
-                               "(segfault) or the out-of-memory killer ends a worker this way")
+        """A worker that died (a native crash, the out-of-memory killer, ``kill -9``) or made no
+        progress for ``run.env_timeout`` seconds stops the run with one line (``EnvWorkerError``).
+
+        Workers are not replaced: they share one report queue, which a process killed while
+        writing to it can leave unusable for the others; the last checkpoint resumes the run."""
+        timeout = self.context.run.env_timeout
+        now = time.monotonic()
+        for index, process in enumerate(self.workers):
+            if process.exitcode not in (0, None):
+                problem = exit_description(process.exitcode)
+            elif process.exitcode is None and now - self.heartbeats[index] > timeout:
+                process.kill()  # stopped or stuck: it would never answer the stop request
+                problem = f"made no progress for {timeout:g} s (run.env_timeout)"
+            else:
+                continue
+            raise EnvWorkerError(f"async worker {index} of {self.context.run.algorithm} on {self.env_name} "
+                                 f"(pid {process.pid}) {problem}; lost workers are not replaced")
 
     def _drain_reports(self) -> None:
         try:
@@ -119,11 +135,13 @@ class AsyncWorkersStrategy(rlf.OnPolicyStrategy):
         super().teardown()
 
 
-def _claim_steps(strategy: AsyncWorkersStrategy, num_envs: int) -> int:
+def _claim_steps(strategy: AsyncWorkersStrategy, num_envs: int, index: int) -> int:
     """Steps per env this worker may collect next; 0 once the budget is spent or training stops."""
     while not strategy.budget_granted.wait(timeout=0.2):
+        strategy.heartbeats[index] = time.monotonic()  # waiting on the main process is no hang
         if strategy.stop_event.is_set():
             return 0
+    strategy.heartbeats[index] = time.monotonic()
     if strategy.stop_event.is_set():
         return 0
     with strategy.allowance.get_lock():
@@ -132,8 +150,9 @@ def _claim_steps(strategy: AsyncWorkersStrategy, num_envs: int) -> int:
     return -(-take // num_envs)
 
 
-def _send(strategy: AsyncWorkersStrategy, item: tuple) -> bool:
+def _send(strategy: AsyncWorkersStrategy, item: tuple, index: int) -> bool:
     while not strategy.stop_event.is_set():
+        strategy.heartbeats[index] = time.monotonic()
         try:
             strategy.reports.put(item, timeout=0.2)
             return True
@@ -157,15 +176,15 @@ def _async_worker(strategy: AsyncWorkersStrategy, index: int, seed: int) -> None
         obs = envs.reset(seed=seed)
         config = strategy.context.config
         try:
-            while steps := _claim_steps(strategy, envs.num_envs):
+            while steps := _claim_steps(strategy, envs.num_envs, index):
                 rollout, obs, episodes = rlf.collect_rollout(envs, strategy.agent, obs, steps, tracker,
                                                              config.gamma, config.gae_lambda)
                 metrics = strategy.learner.learn(rollout)
-                if not _send(strategy, ("report", (rollout.num_steps, metrics, episodes))):
+                if not _send(strategy, ("report", (rollout.num_steps, metrics, episodes)), index):
                     break
         finally:
             envs.close()
     except Exception as exc:  # noqa: BLE001 - reported to the main process, which raises it
-        _send(strategy, ("error", (index, f"{type(exc).__name__}: {exc}", traceback.format_exc())))
+        _send(strategy, ("error", (index, f"{type(exc).__name__}: {exc}", traceback.format_exc())), index)
     if strategy.stop_event.is_set():
         strategy.reports.cancel_join_thread()  # nobody will read what is still buffered
