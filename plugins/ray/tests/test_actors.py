@@ -55,9 +55,11 @@ def test_a_killed_ray_actor_is_restarted_and_the_run_goes_on(local_ray, ray_regi
     signals = tmp_path / "signals"
     signals.mkdir()
     # one env kills its own actor process (as a segfault or the OOM killer would) at its 70th step: in
-    # its actor's second chunk, after the first log row, and early enough that the learner asks that
-    # actor again before the run ends (a death in a chunk nobody takes is never seen)
-    algo = dqn("flaky", tmp_path / "run", "steps=640", "seed=1", "algo.actors=2", "vector=ray",
+    # its actor's second chunk, after the first log row. Lockstep, so the learner waits for that chunk:
+    # taking chunks as they come, the surviving actor can supply the whole budget before Ray reports
+    # the death, and a death nobody waits for is never seen
+    algo = dqn("flaky", tmp_path / "run", "steps=640", "seed=1", "algo.actors=2", "algo.actor_lockstep=true",
+               "vector=ray",
                "collector.max_restarts=1", f"env.signals='{signals}'", "env.crashes=1", "env.crash_at=70",
                "log_interval=64", *SMALL_DQN, registry=ray_registry)
     algo.train()
