@@ -37,6 +37,7 @@ from rlf.errors import EnvWorkerError
 from rlf.training.off_policy import ActorJob, ActorWorker
 
 from .collector import (
+    close_actors,
     RESTART_SEED_STRIDE,
     _first_line,
     _free_resources,
@@ -185,19 +186,7 @@ class RayActorPool:
         if self._closed:
             return
         self._closed = True
-        handles = [actor.handle for actor in getattr(self, "actors", [])]
-        if handles and ray.is_initialized():
-            try:  # let the envs close (emulators); an actor that is gone answers with an error
-                ray.wait([h.close.remote() for h in handles], num_returns=len(handles), timeout=5.0)
-            except Exception:  # noqa: BLE001 - closing must not fail on a half-dead cluster
-                pass
-            for handle in handles:
-                try:
-                    ray.kill(handle, no_restart=True)
-                except Exception:  # noqa: BLE001
-                    pass
-        if self._owns_ray and ray.is_initialized():
-            ray.shutdown()
+        close_actors([actor.handle for actor in getattr(self, "actors", [])], self._owns_ray)
 
     # -- calls -----------------------------------------------------------------------------------
     def _fill(self, actor: _Actor) -> None:

@@ -285,19 +285,7 @@ class RayVector(VectorEnv):
         if self._closed:
             return
         self._closed = True
-        handles = [actor.handle for actor in getattr(self, "actors", [])]
-        if handles and ray.is_initialized():
-            try:  # let the envs close (emulators, windows); an actor that is gone answers with an error
-                ray.wait([h.close.remote() for h in handles], num_returns=len(handles), timeout=5.0)
-            except Exception:  # noqa: BLE001 - closing must not fail on a half-dead cluster
-                pass
-            for handle in handles:
-                try:
-                    ray.kill(handle, no_restart=True)
-                except Exception:  # noqa: BLE001
-                    pass
-        if self._owns_ray and ray.is_initialized():
-            ray.shutdown()
+        close_actors([actor.handle for actor in getattr(self, "actors", [])], self._owns_ray)
 
     # -- faults ----------------------------------------------------------------------------------
     def _restart(self, actor: _Actor, error: BaseException | None) -> AgentArrays:
@@ -401,3 +389,20 @@ def _free_resources() -> str:
 def build_collector(env_name: str, factory: EnvFactory, num_envs: int, config: RayCollectorConfig) -> RayVector:
     """The ``ray`` collector's builder (registered by rlf_plugin_ray.plugin)."""
     return RayVector(env_name, factory, num_envs, config)
+
+
+def close_actors(handles: list, owns_ray: bool) -> None:
+    """Lets each actor close its envs (an actor that is gone answers with an error), kills them for
+    good, and shuts Ray down if this process started it; never fails on a half-dead cluster."""
+    if handles and ray.is_initialized():
+        try:
+            ray.wait([h.close.remote() for h in handles], num_returns=len(handles), timeout=5.0)
+        except Exception:  # noqa: BLE001 - closing must not fail on a half-dead cluster
+            pass
+        for handle in handles:
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass
+    if owns_ray and ray.is_initialized():
+        ray.shutdown()
