@@ -37,12 +37,12 @@ from rlf.errors import EnvWorkerError
 from rlf.training.off_policy import ActorJob, ActorWorker
 
 from .collector import (
-    close_actors,
     RESTART_SEED_STRIDE,
     _first_line,
     _free_resources,
     _owned,
     actor_options,
+    close_actors,
     connect,
     resolve_address,
 )
