@@ -23,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -126,19 +127,34 @@ def main() -> None:
                   args.threads)]
     if args.with_defaults:
         cases.append(Case("rlf DQN, default settings", sys.executable, "rlf", common, args.threads))
-    print(machine_line())
+    started = machine_line()
+    print(started)
     print(f"DQN CartPole-v1: {args.steps} env steps per run, {args.rounds} rounds (seeds {args.seed}.."
           f"{args.seed + args.rounds - 1}), torch threads {args.threads}, greedy eval {args.eval_episodes} episodes",
           flush=True)
     results = alternate(Path(__file__), cases, args.rounds, args.seed, args.timeout)
+    peer_rows = results[cases[0].name]
+
+    def ratio(key: str) -> Callable[[list[dict]], str]:
+        # both ratios side by side: wall time is what users wait for, CPU time is what survives the load
+        def render(rows: list[dict]) -> str:
+            if rows is peer_rows:
+                return ""
+            return f"{median([r[key] for r in rows]) / median([r[key] for r in peer_rows]):.2f}x"
+        return render
+
     print_table(
         "DQN CartPole-v1", [
+            ("env steps/s per seed", lambda rows: ", ".join(f"{r['steps_per_second']:,.0f}" for r in rows)),
             ("env steps/s (median)", lambda rows: f"{median([r['steps_per_second'] for r in rows]):,.0f}"),
             ("env steps per CPU second (median)",
              lambda rows: f"{median([r['steps_per_cpu_second'] for r in rows]):,.0f}"),
+            ("rlf/peer wall", ratio("steps_per_second")),
+            ("rlf/peer CPU", ratio("steps_per_cpu_second")),
             ("greedy eval per seed", lambda rows: ", ".join(f"{r['eval']:.0f}" for r in rows)),
             ("seeds >= 475", lambda rows: f"{sum(r['eval'] >= 475 for r in rows)}/{len(rows)}"),
-        ], results, cases, "steps_per_second" if args.ratio == "wall" else "steps_per_cpu_second", f"{args.steps} env steps, {machine_line()}")
+        ], results, cases, "steps_per_second" if args.ratio == "wall" else "steps_per_cpu_second",
+        f"{args.steps} env steps, {started}; load at the end {os.getloadavg()[0]:.1f}; last column: --ratio {args.ratio}")
 
 
 if __name__ == "__main__":
