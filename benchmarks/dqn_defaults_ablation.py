@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
-from _common import Case, UsageError, alternate, emit, machine_line, main_guard, worker_arguments  # noqa: E402
+from _common import Case, UsageError, emit, machine_line, main_guard, worker_arguments  # noqa: E402
+from dqn_cartpole import run_rounds  # noqa: E402
 
 # the preset's settings (plugins/dqn/examples/cartpole.toml), grouped as the differences to the defaults
 VARIANTS: dict[str, tuple[str, list[str]]] = {
@@ -65,6 +66,7 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--only", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it counts as failed")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings at once (the results do not depend on it)")
     parser.add_argument("--quick", action="store_true", help="2,000 steps, 1 seed, 1 eval episode: a smoke run")
     args = parser.parse_args()
     if args.quick:
@@ -74,8 +76,8 @@ def main() -> None:
     if unknown or not names:
         raise UsageError(f"--only: unknown variant(s) {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(VARIANTS)}")
-    if args.steps < 1 or args.seeds < 1 or args.eval_episodes < 1:
-        raise UsageError("--steps, --seeds and --eval-episodes must be at least 1")
+    if args.steps < 1 or args.seeds < 1 or args.eval_episodes < 1 or args.jobs < 1:
+        raise UsageError("--steps, --seeds, --eval-episodes and --jobs must be at least 1")
     cases = [Case(VARIANTS[name][0], sys.executable, "rlf",
                   {"steps": args.steps, "eval_episodes": args.eval_episodes, "overrides": VARIANTS[name][1]})
              for name in names]
@@ -83,7 +85,7 @@ def main() -> None:
     print(started)
     print(f"DQN CartPole-v1 defaults ablation: {args.steps} env steps, seeds {args.seed}..{args.seed + args.seeds - 1}, "
           f"greedy eval {args.eval_episodes} episodes", flush=True)
-    results = alternate(Path(__file__), cases, args.seeds, args.seed, args.timeout)
+    results = run_rounds(Path(__file__), cases, args.seeds, args.seed, args.timeout, args.jobs)
     print(f"\n{started}")
     print("| variant | --set | greedy eval per seed | seeds >= 475 | train CPU s per seed |")
     print("|---|---|---|---|---|")

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,6 +39,7 @@ from _common import (  # noqa: E402
     main_guard,
     median,
     print_table,
+    run_case,
     worker_arguments,
 )
 
@@ -97,6 +99,26 @@ def rlf_worker(seed: int, threads: int, args: dict) -> dict:
 WORKERS = {"sb3": sb3_worker, "rlf": rlf_worker}
 
 
+def run_rounds(script: Path, cases: list[Case], rounds: int, seed: int, timeout: float,
+               jobs: int) -> dict[str, list[dict]]:
+    """``alternate`` (one run at a time) when ``jobs`` is 1; else every (case, seed) run at once, at
+    most ``jobs`` processes together, each case as often as the other at every moment: on a machine
+    whose load would stretch sequential rounds past the session, the CPU-time ratio stays fair."""
+    if jobs <= 1:
+        return alternate(script, cases, rounds, seed, timeout)
+    runs = [(case, seed + r) for r in range(rounds) for case in (cases if r % 2 == 0 else cases[::-1])]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_case, script, case, s, timeout) for case, s in runs]
+        done = [future.result() for future in futures]
+    results: dict[str, list[dict]] = {case.name: [] for case in cases}
+    for (case, s), result in sorted(zip(runs, done, strict=True), key=lambda item: item[0][1]):
+        results[case.name].append(result)
+        shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in result.items() if not isinstance(v, (list, dict)))
+        print(f"  seed {s}  {case.name:34s} {shown}", flush=True)
+    return results
+
+
 def main() -> None:
     worker = worker_arguments()
     if worker is not None:
@@ -114,12 +136,15 @@ def main() -> None:
     parser.add_argument("--ratio", choices=("wall", "cpu"), default="wall",
                         help="rlf/peer of env steps per wall second, or per CPU second of the run's process "
                              "(steadier on a loaded machine; with 1 torch thread)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs at once (1: alternating rounds, the fair wall-time comparison; more: only "
+                             "for --ratio cpu on a machine too loaded for sequential rounds)")
     parser.add_argument("--quick", action="store_true", help="2,000 steps, 1 round, 1 eval episode: a smoke run")
     args = parser.parse_args()
     if args.quick:
         args.steps, args.rounds, args.eval_episodes = 2_000, 1, 1
-    if args.steps < 1 or args.rounds < 1 or args.eval_episodes < 1:
-        raise UsageError("--steps, --rounds and --eval-episodes must be at least 1")
+    if args.steps < 1 or args.rounds < 1 or args.eval_episodes < 1 or args.jobs < 1:
+        raise UsageError("--steps, --rounds, --eval-episodes and --jobs must be at least 1")
     sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV)
     common = {"steps": args.steps, "eval_episodes": args.eval_episodes}
     cases = [Case("SB3 DQN, rl-zoo settings", sb3, "sb3", common, args.threads, peer=True),
@@ -130,9 +155,10 @@ def main() -> None:
     started = machine_line()
     print(started)
     print(f"DQN CartPole-v1: {args.steps} env steps per run, {args.rounds} rounds (seeds {args.seed}.."
-          f"{args.seed + args.rounds - 1}), torch threads {args.threads}, greedy eval {args.eval_episodes} episodes",
+          f"{args.seed + args.rounds - 1}), torch threads {args.threads}, greedy eval {args.eval_episodes} episodes, "
+          f"{args.jobs} run(s) at once",
           flush=True)
-    results = alternate(Path(__file__), cases, args.rounds, args.seed, args.timeout)
+    results = run_rounds(Path(__file__), cases, args.rounds, args.seed, args.timeout, args.jobs)
     peer_rows = results[cases[0].name]
 
     def ratio(key: str) -> Callable[[list[dict]], str]:

@@ -27,6 +27,7 @@ from rlf.torch_utils import (
 
 from .agent import DQNAgent, check_encoded
 from .config import DQNConfig
+from .model import direct_forward
 from .replay import FrameReplay
 
 
@@ -50,11 +51,17 @@ class DQNLearner(Learner):
         self.rng = np.random.default_rng(seed + 1)
         # torch's global RNG (saved in checkpoints) would otherwise start from a random seed per process
         torch.manual_seed(seed)
+        self._on_cpu = self.device.type == "cpu"
         self._fast_kernels = self.device.type in ("cpu", "cuda")
         """Fused Adam and foreach gradient clipping exist for these devices; others take torch's default."""
         self.targets: dict[str, nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.buffers: dict[str, ReplayBuffer | FrameReplay] = {}
+        self._params: dict[str, list[nn.Parameter]] = {}
+        """Each online network's parameters, listed once: clipping and zeroing walk this list instead of
+        ``Module.parameters()`` (a generator over named_modules) every gradient step."""
+        self._forward: dict[str, tuple] = {}
+        """(online, target) forward passes per agent: ``model.direct_forward`` for plain MLPs."""
         for agent_id, net in agent.networks.items():
             target = copy.deepcopy(net)
             target.requires_grad_(False)
@@ -65,6 +72,8 @@ class DQNLearner(Learner):
             self.optimizers[agent_id] = torch.optim.Adam(net.parameters(), lr=config.lr, eps=config.adam_eps,
                                                          fused=self._fast_kernels or None)
             self.buffers[agent_id] = make_replay(config, agent, agent_id)
+            self._params[agent_id] = list(net.parameters())
+            self._forward[agent_id] = (direct_forward(net), direct_forward(target))
         self.learning_starts = max(config.min_replay_size, config.batch_size)
         self.train_steps = 0
         """Optimizer steps of all agents together; times the target syncs."""
@@ -113,7 +122,8 @@ class DQNLearner(Learner):
 
     # -- the update --------------------------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(array)).to(self.device, non_blocking=True)
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        return tensor if self._on_cpu else tensor.to(self.device, non_blocking=True)
 
     def _optimize(self, agent_id: str) -> None:
         self.agent.threads.for_learning()
@@ -122,7 +132,7 @@ class DQNLearner(Learner):
         obs, next_obs = self._tensor(batch["obs"]), self._tensor(batch["next_obs"])
         actions = self._tensor(batch["actions"]).long()
         rewards, terminated = self._tensor(batch["rewards"]), self._tensor(batch["terminated"])
-        online, target = self.agent.networks[agent_id], self.targets[agent_id]
+        online, target = self._forward[agent_id]
         with torch.no_grad():
             next_target = target(next_obs)
             if config.double_dqn:
@@ -133,11 +143,12 @@ class DQNLearner(Learner):
             td_target = config.reward_scale * rewards + config.gamma * (1.0 - terminated) * next_value
         q = online(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
         loss = functional.smooth_l1_loss(q, td_target)
-        optimizer = self.optimizers[agent_id]
-        optimizer.zero_grad(set_to_none=True)
+        params = self._params[agent_id]
+        for param in params:  # what optimizer.zero_grad(set_to_none=True) does, without its profiler scope
+            param.grad = None
         loss.backward()
-        nn.utils.clip_grad_norm_(online.parameters(), config.max_grad_norm, foreach=self._fast_kernels or None)
-        optimizer.step()
+        nn.utils.clip_grad_norm_(params, config.max_grad_norm, foreach=self._fast_kernels or None)
+        self.optimizers[agent_id].step()
         self._losses[agent_id].append(loss.detach())
         self._q[agent_id].append(q.detach().mean())
         self.train_steps += 1

@@ -3,12 +3,14 @@ which also decides what an image is and encodes the observations), and an option
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from torch import nn
+from torch.nn import functional
 
 from rlf.nn import ObservationEncoder, image_layout, mlp, nature_cnn
 
@@ -84,3 +86,38 @@ class QNetwork(nn.Module):
 
 def build_q_network(space: spaces.Space, n_actions: int, config: DQNConfig, name: str = "this agent") -> QNetwork:
     return QNetwork(Torso(ObservationEncoder(space, config.network, name=name), config), n_actions, config.dueling)
+
+
+def direct_forward(net: QNetwork) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``net``'s forward pass without nn.Module's call machinery, for plain MLP Q-networks (float vector
+    observations, Linear/ReLU/Tanh layers, no dueling head); ``net`` itself for anything else.
+
+    Why: a CartPole gradient step calls the 256x256 MLP twice, and each call went through ten
+    ``Module.__call__`` frames (hook checks, forward-pre/post dispatch) around three small matmuls.
+    The ops are the modules' own (``functional.linear`` on the same parameters, ``torch.relu``), in
+    the same order, so the results are the same to the bit. Parameters are read at call time, so
+    in-place writes (optimizer steps, ``load_state_dict``) and replaced tensors are both seen; no hooks
+    are ever registered on these networks.
+    """
+    encoder = net.torso.encoder
+    layers = [*net.torso.body, net.advantage] if isinstance(net.torso.body, nn.Sequential) else []
+    plain = (layers and net.value is None and not encoder.one_hot and not encoder.image and not encoder.bounds
+             and encoder.scale == 1.0 and all(isinstance(layer, nn.Linear | nn.ReLU | nn.Tanh) for layer in layers)
+             and all(not getattr(layer, "inplace", False) for layer in layers))
+    if not plain:
+        return net
+    linear, relu, tanh = functional.linear, torch.relu, torch.tanh
+    steps = [(0, layer) if isinstance(layer, nn.Linear) else (1 if isinstance(layer, nn.ReLU) else 2, None)
+             for layer in layers]
+
+    def forward(obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float()  # the encoder's steps for plain float vectors
+        x = x.reshape(len(x), -1)
+        for kind, layer in steps:
+            if kind == 0:
+                x = linear(x, layer.weight, layer.bias)
+            else:
+                x = relu(x) if kind == 1 else tanh(x)
+        return x
+
+    return forward
