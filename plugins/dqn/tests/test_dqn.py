@@ -12,7 +12,7 @@ import pytest
 import torch
 from gymnasium import spaces
 from rlf_plugin_dqn import DQNConfig, FrameReplay, build_agent, build_learner
-from rlf_plugin_dqn.model import observation_layout
+from rlf_plugin_dqn.model import direct_forward, observation_layout
 
 import rlf
 from rlf import BuildContext, ConfigError, EnvSpec, IncompatibleError, RunConfig, Transitions
@@ -142,6 +142,41 @@ def test_dueling_head_averages_advantages_to_zero():
     features = net.torso(obs)
     q = net(obs)
     torch.testing.assert_close(q.mean(dim=1, keepdim=True), net.value(features))
+
+
+def test_the_direct_forward_is_the_networks_own_and_sees_weight_updates():
+    agent, learner = build(vector_spec(n_actions=3), hidden_sizes=[16, 8], buffer_size=64, batch_size=8,
+                           min_replay_size=8, lr=0.1)
+    net = agent.networks["agent"]
+    forward = direct_forward(net)
+    assert forward is not net  # a plain MLP takes the direct path
+    obs = torch.randn(32, 3)
+    assert torch.equal(forward(obs), net(obs))  # same ops, same order: equal to the bit
+    spec = vector_spec(n_actions=3)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        learner.learn(transitions(spec, rng.normal(size=(1, 3)), [1], [1.0], rng.normal(size=(1, 3)), [False]))
+    before = forward(obs)
+    learner._optimize("agent")  # the optimizer writes the parameters in place
+    assert not torch.equal(forward(obs), before)
+    assert torch.equal(forward(obs), net(obs))
+    target = learner._forward["agent"][1]
+    assert torch.equal(target(obs), learner.targets["agent"](obs))
+
+
+@pytest.mark.parametrize("kind", ["dueling", "one_hot", "image"])
+def test_networks_other_than_plain_mlps_keep_their_module_forward(kind):
+    if kind == "dueling":
+        agent, _ = build(vector_spec(), dueling=True)
+    elif kind == "one_hot":
+        agent, _ = build(EnvSpec("ids", ("agent",), {"agent": spaces.Discrete(5)}, {"agent": spaces.Discrete(2)},
+                                 False, 1), buffer_size=100, batch_size=8)
+    else:
+        image = spaces.Box(0, 255, shape=(4, 36, 36), dtype=np.uint8)
+        agent, _ = build(EnvSpec("img", ("agent",), {"agent": image}, {"agent": spaces.Discrete(2)}, False, 1),
+                         buffer_size=100, batch_size=8)
+    net = agent.networks["agent"]
+    assert direct_forward(net) is net
 
 
 # -- the learner's rules --------------------------------------------------------------------------
