@@ -76,6 +76,27 @@ def test_learning_rate_anneals_linearly_over_the_run():
     assert [constant.learn(rollout)["learning_rate"] for _ in range(2)] == [0.01, 0.01]
 
 
+def test_clip_range_anneals_on_the_learning_rates_schedule_when_asked():
+    agent, learner = make_pair(single_spec(), steps=256, anneal_clip=True, clip_coef=0.2)
+    rollout = fake_rollout(agent, steps=16)  # 64 env steps
+    np.testing.assert_allclose([learner.learn(rollout)["clip_coef"] for _ in range(3)], [0.2, 0.15, 0.1])
+    _, constant = make_pair(single_spec(), steps=256, clip_coef=0.2)
+    assert [constant.learn(rollout)["clip_coef"] for _ in range(2)] == [0.2, 0.2]
+
+
+def test_the_annealed_clip_range_is_the_one_the_update_uses():
+    # At the end of the schedule the range is 0: every ratio that moved at all counts as clipped,
+    # where the full range of 0.3 clips none after the same small steps.
+    fractions = {}
+    for anneal in (False, True):
+        agent, learner = make_pair(single_spec(), steps=64, anneal_clip=anneal, anneal_lr=False, clip_coef=0.3,
+                                   lr=1e-4, epochs=3, minibatches=1)
+        rollout = fake_rollout(agent, steps=16)
+        learner.env_steps = 64
+        fractions[anneal] = learner.learn(rollout)["clip_fraction"]
+    assert fractions[False] == 0.0 and fractions[True] > 0.5
+
+
 def test_dead_steps_are_masked_out_of_the_update():
     spec = make_spec({"a": spaces.Box(-1, 1, (3,), np.float32), "b": spaces.Box(-1, 1, (3,), np.float32)},
                      {"a": spaces.Discrete(3), "b": spaces.Discrete(3)}, num_envs=3)
