@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .model import MLPActorCritic
+from .model import MLPActorCritic, NumpyActing
 
 # (kind, weight, bias, weight gradient, bias gradient) per Linear; (kind, None, ...) per activation
 Layer = tuple[str, np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray | None]
@@ -55,8 +55,6 @@ class NumpyUpdate:
 
     @staticmethod
     def supports(network: torch.nn.Module, value_clip: float, has_extension: bool) -> bool:
-        from .model import NumpyActing
-
         return (not has_extension and value_clip <= 0 and NumpyActing.supports(network, torch.device("cpu"))
                 and all(p.device.type == "cpu" and p.dtype == torch.float32 for p in network.parameters()))
 
