@@ -69,17 +69,20 @@ def _time_parts(strategy, chunks: int) -> dict[str, list[float]]:
     n = envs.num_envs
     raw_envs = getattr(envs, "envs", [])
     own_step = {"ns": 0}
-    for env in raw_envs:  # the env's own step, timed inside the vector env's
-        original = env.step
+    for env in raw_envs:  # the env's own step (either protocol), timed inside the vector env's
+        for method in ("step", "step_arrays"):
+            original = getattr(env, method, None)
+            if original is None:
+                continue
 
-        def timed(actions, original=original):
-            start = clock()
-            try:
-                return original(actions)
-            finally:
-                own_step["ns"] += clock() - start
+            def timed(actions, original=original):
+                start = clock()
+                try:
+                    return original(actions)
+                finally:
+                    own_step["ns"] += clock() - start
 
-        env.step = timed
+            setattr(env, method, timed)
     names = ("act", "vector env step", "  of it: env's own step", "learn", "tracking, exploration", "total")
     parts: dict[str, list[float]] = {name: [] for name in names}
     obs = strategy.obs

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rlf import Acting, Agent, ConfigError, EpsilonSchedule, ExplorationConfig, StateTree
+from rlf import Acting, Agent, AgentBatch, ConfigError, EpsilonSchedule, ExplorationConfig, StateTree
 
 Key = Hashable
 
@@ -161,6 +161,25 @@ class KeyCache:
         self.keys = keys
         self._recent: dict[str, list] = {}
         """Agent id -> [bytes, keys, bytes, keys]: the newer batch first."""
+        self._recent_stacked: list = [None, None, None, None]
+        """The same for whole ``AgentBatch`` es (``stacked``), whose keys are one list per agent."""
+
+    def stacked(self, stacked: np.ndarray) -> list[list[Key]]:
+        """Keys of an (agents, N, ...) batch of every agent's observations: one list per agent.
+
+        One encoder call for all agents' rows, so the per-call costs are paid once, not per agent."""
+        raw = stacked.tobytes()
+        recent = self._recent_stacked
+        if recent[0] == raw:
+            return recent[1]
+        if recent[2] == raw:
+            return recent[3]
+        n = stacked.shape[1]
+        flat = self.keys(stacked.reshape(-1, *stacked.shape[2:]))
+        found = [flat[start:start + n] for start in range(0, len(flat), n)] if n > 1 else [[key] for key in flat]
+        recent[2:] = recent[:2]
+        recent[:2] = raw, found
+        return found
 
     def __call__(self, agent_id: str, batch: np.ndarray) -> list[Key]:
         raw = batch.tobytes()
@@ -191,12 +210,29 @@ class IQLAgent(Agent):
 
     def act(self, obs, *, explore: bool = True) -> Acting:
         rng, epsilon = self.rng, self.epsilon.value if explore else 0.0
-        draw, keys_of, tables, n_actions = rng.random, self.keys, self.tables, self.n_actions
+        draw, tables, n_actions = rng.random, self.tables, self.n_actions
+        stacked = getattr(obs, "stacked", None)
+        if stacked is not None:
+            # every agent's rows at once (rlf.AgentBatch): one key look-up and one action array for
+            # all agents; rows in the batch's order, which is also the order of the draws below
+            ids = obs.ids
+            chosen = []  # a list, made an array once: cheaper than numpy item assignment per row
+            for agent_id, keys in zip(ids, self.keys.stacked(stacked), strict=True):
+                table, n = tables[agent_id], n_actions[agent_id]
+                index, values = table.index, table.values
+                for key in keys:
+                    if epsilon and draw() < epsilon:
+                        chosen.append(int(draw() * n))
+                        continue
+                    found = index.get(key)
+                    chosen.append(int(draw() * n) if found is None else greedy(values[found].tolist(), rng))
+            return Acting(AgentBatch.of(ids, np.array(chosen, dtype=np.int64).reshape(stacked.shape[:2])))
+        keys_of = self.keys
         actions = {}
         for agent_id in self.agent_ids:
             table, n = tables[agent_id], n_actions[agent_id]
             index, values = table.index, table.values
-            chosen = []  # a list, made an array once: cheaper than numpy item assignment per row
+            chosen = []
             for key in keys_of(agent_id, obs[agent_id]):
                 if epsilon and draw() < epsilon:
                     chosen.append(int(draw() * n))
