@@ -27,6 +27,8 @@ ROLE_NAMES = ("predator", "prey")
 CELL_PX = 16
 PLACEMENT_TRIES = 200
 REDRAWS = 20
+OBSERVATION_CACHE = 4096
+"""Joint observation arrays ``step_arrays`` keeps per obstacle layout (a few hundred KiB at most)."""
 
 _COLORS = {
     "floor": (236, 236, 230), "line": (205, 205, 198), "obstacle": (70, 70, 78),
@@ -108,6 +110,8 @@ class PredatorPreyEnv(ParallelEnv):
         self._view_bg: np.ndarray | None = None
         self._render_bg: np.ndarray | None = None
         self._geometry_of: bytes | None = None
+        self._observation_cache: dict[tuple, np.ndarray] = {}
+        """(positions, free flags, took part) -> ``step_arrays``' observations; see ``_observation_rows``."""
         """The obstacle mask the move table, view and render backgrounds were built for."""
         self._world: World | None = None
         self._steps = 0
@@ -225,14 +229,12 @@ class PredatorPreyEnv(ParallelEnv):
         # _outcome inlined: at one env this loop is a good part of a whole training step
         role, w_step, w_capture, w_prey, w_captured = (self._role, self._w_step, self._w_capture,
                                                        self._w_prey_step, self._w_captured)
-        observe, zeros = self._observe_values, self._zero_obs
-        rewards, terms, truncs, rows = [], [], [], []
+        rewards, terms, truncs = [], [], []
         for k, i in enumerate(learners):
             if not alive[k]:
                 rewards.append(0.0)
                 terms.append(False)
                 truncs.append(False)
-                rows.append(zeros)
                 continue
             if role[i] == PREDATOR:
                 rewards.append(w_step + (w_capture if i in credited else 0.0))
@@ -245,11 +247,28 @@ class PredatorPreyEnv(ParallelEnv):
                 term = True
             terms.append(term)
             truncs.append(truncated and not term)
-            rows.append(observe(i))
         metrics = self._episode_metrics(terminated) if terminated or truncated else None
         if terminated or truncated or captured or self.render_mode == "human":
             self._after_step(captured, terminated or truncated)
-        return np.array(rows, dtype=np.float32), rewards, terms, truncs, alive, metrics
+        return self._observation_rows(alive), rewards, terms, truncs, alive, metrics
+
+    def _observation_rows(self, alive: list[bool]) -> np.ndarray:
+        """Every learner's observation as one read-only (agents, state_dim) array, zeros where not alive.
+
+        An observation is a function of the positions and who is still free (on this episode's
+        obstacles), and on small grids those recur all the time: the arrays are kept per layout
+        (up to OBSERVATION_CACHE, dropped when the obstacles change) and handed out again."""
+        key = (*self._pos, *self._active, *alive)
+        rows = self._observation_cache.get(key)
+        if rows is None:
+            zeros, observe = self._zero_obs, self._observe_values
+            rows = np.array([observe(i) if took_part else zeros for i, took_part in zip(self._learners, alive,
+                                                                                     strict=True)],
+                            dtype=np.float32)
+            rows.flags.writeable = False
+            if len(self._observation_cache) < OBSERVATION_CACHE:
+                self._observation_cache[key] = rows
+        return rows
 
     def _checked_action(self, action: Any, name: str) -> int:
         a = int(action)
@@ -514,6 +533,7 @@ class PredatorPreyEnv(ParallelEnv):
         if key == self._geometry_of:  # the same obstacles as the last episode (always, without any)
             return
         self._geometry_of = key
+        self._observation_cache.clear()  # observations read the obstacles (blocked flags, local view)
         idx = np.arange(s * s)
         x, y = idx % s, idx // s
         columns = []
