@@ -923,7 +923,8 @@ class ParallelVector(VectorEnv):
             for what, values in (("rewards", rewards), ("terminated", terminated), ("truncated", truncated),
                                  ("alive", alive)):
                 if not isinstance(values, list) or len(values) != agents:
-                    problem = f"{what} {type(values).__name__} of length {len(values) if hasattr(values, '__len__') else '?'}, expected a list of {agents}"
+                    length = len(values) if hasattr(values, "__len__") else "?"
+                    problem = f"{what} {type(values).__name__} of length {length}, expected a list of {agents}"
                     break
         if problem:
             raise PluginError(f"{self.spec.name}'s step_arrays returned {problem} (one per agent of "

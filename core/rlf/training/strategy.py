@@ -143,7 +143,7 @@ def average_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     """Mean of each key over the rows that have it."""
     if rows:
         keys = rows[0].keys()
-        if all(row.keys() == keys for row in rows):  # the common case (a learner reporting every step): one pass per key
+        if all(row.keys() == keys for row in rows):  # the common case (a learner reporting each step)
             return {key: math.fsum([row[key] for row in rows]) / len(rows) for key in keys}
     totals: dict[str, list[float]] = {}
     for row in rows:

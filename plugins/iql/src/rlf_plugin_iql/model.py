@@ -168,8 +168,8 @@ class KeyCache:
         self.keys = keys
         self._recent: dict[str, list] = {}
         """Agent id -> [bytes, keys, bytes, keys]: the newer batch first."""
-        self._stacked: dict[bytes, list[list[Key]]] = {}
-        """Bytes of a whole ``AgentBatch``'s ``stacked`` -> its keys, one list per agent."""
+        self._stacked: dict[tuple, list[list[Key]]] = {}
+        """Bytes, shape and dtype of a whole ``AgentBatch``'s ``stacked`` -> its keys, one list per agent."""
 
     def __call__(self, agent_id: str, batch: np.ndarray) -> list[Key]:
         raw = batch.tobytes()
@@ -191,7 +191,7 @@ class KeyCache:
         Keys are a function of the observations alone, so they are kept by the batch's bytes for
         every batch seen (up to STACKED_KEYS, then the cache starts again): on small grids the whole
         joint observations recur, and a look-up costs a fraction of encoding the rows again."""
-        raw = stacked.tobytes()
+        raw = (stacked.tobytes(), stacked.shape, stacked.dtype)  # equal bytes of another shape split otherwise
         found = self._stacked.get(raw)
         if found is not None:
             return found
