@@ -838,9 +838,11 @@ class ParallelVector(VectorEnv):
         """``step`` through the envs' ``step_arrays``: no per-agent dicts on either side. At one env
         with a few agents the wrapping around the env's step is most of a step's cost, so the one-env
         case takes the env's lists and array as they come."""
-        self._check_actions(actions, self.num_envs)
+        if not self._actions_checked:
+            self._check_actions(actions, self.num_envs)
         n, ids = self.num_envs, self.spec.agent_ids
-        chosen = self._action_rows(actions)
+        stacked = getattr(actions, "stacked", None)
+        chosen = stacked.tolist() if stacked is not None and actions.ids is ids else self._action_rows(actions)
         ended_envs, metrics, frames = [], {}, {}
         if n == 1:
             env = self.envs[0]

@@ -234,7 +234,13 @@ class IQLAgent(Agent):
                         chosen.append(int(draw() * n))
                         continue
                     found = index.get(key)
-                    chosen.append(int(draw() * n) if found is None else greedy(values[found].tolist(), rng))
+                    if found is None:
+                        chosen.append(int(draw() * n))
+                        continue
+                    row = values[found].tolist()
+                    best = max(row)
+                    # greedy()'s no-tie case inlined (the common one once values differ): no call per row
+                    chosen.append(row.index(best) if row.count(best) == 1 else greedy(row, rng))
             return Acting(self._action_batch(ids, chosen, stacked.shape[:2]))
         keys_of = self.keys
         actions = {}
