@@ -733,7 +733,6 @@ class ParallelVector(VectorEnv):
         self._batched = self._stacked_layout is not None and all(
             callable(getattr(env, "step_arrays", None)) for env in self.envs)
         self._arrays_checked = False
-        self._batches: dict[int, tuple[np.ndarray, AgentBatch]] = {}
         self._outcomes: dict[tuple, tuple] = {}
         self._none_ended = np.zeros(num_envs, dtype=bool)
         self._none_ended.flags.writeable = False
@@ -849,7 +848,7 @@ class ParallelVector(VectorEnv):
             rows, rewards, terminated, truncated, alive, found = env.step_arrays([row[0] for row in chosen])
             if not self._arrays_checked:
                 self._check_arrays(rows, rewards, terminated, truncated, alive)
-            next_obs = self._observation_batch(rows)
+            next_obs = AgentBatch.of(ids, rows[:, None])
             reset_rows = None
             if not env.agents:
                 ended_envs.append(0)
@@ -894,22 +893,6 @@ class ParallelVector(VectorEnv):
                 stacked[r, i] = 0 if found_obs is None else found_obs
         return StepBatch(AgentBatch.of(ids, stacked), next_obs, reward_rows, terminated_rows, truncated_rows,
                          alive_rows, ended, ended_envs, reward_matrix, metrics, frames or None)
-
-    def _observation_batch(self, rows: np.ndarray) -> AgentBatch:
-        """One env's (agents, ...) observations as the (agents, 1, ...) batch. An env that hands out
-        the same read-only arrays again (predator-prey keeps them per layout) gets the same batch
-        again: building it is a good part of the wrapping's cost per step. The cache holds the array,
-        so its id cannot be reused while the entry lives."""
-        if rows.flags.writeable:
-            return AgentBatch.of(self.spec.agent_ids, rows[:, None])
-        found = self._batches.get(id(rows))
-        if found is not None and found[0] is rows:
-            return found[1]
-        batch = AgentBatch.of(self.spec.agent_ids, rows[:, None])
-        if len(self._batches) >= OUTCOME_CACHE * 16:
-            self._batches.clear()
-        self._batches[id(rows)] = (rows, batch)
-        return batch
 
     def _check_arrays(self, rows: Any, rewards: Any, terminated: Any, truncated: Any, alive: Any) -> None:
         """The first ``step_arrays`` result has the protocol's types and shapes (an env's bug named

@@ -253,11 +253,13 @@ class PredatorPreyEnv(ParallelEnv):
         return self._observation_rows(alive), rewards, terms, truncs, alive, metrics
 
     def _observation_rows(self, alive: list[bool]) -> np.ndarray:
-        """Every learner's observation as one read-only (agents, state_dim) array, zeros where not alive.
+        """Every learner's observation as one (agents, state_dim) array, zeros where not alive.
 
         An observation is a function of the positions and who is still free (on this episode's
         obstacles), and on small grids those recur all the time: the arrays are kept per layout
-        (up to OBSERVATION_CACHE, dropped when the obstacles change) and handed out again."""
+        (up to OBSERVATION_CACHE, dropped when the obstacles change) and copied out, which costs
+        half of building one. A copy, not the kept array: torch warns on read-only arrays, and a
+        consumer writing into a shared one would change later observations."""
         key = (*self._pos, *self._active, *alive)
         rows = self._observation_cache.get(key)
         if rows is None:
@@ -265,10 +267,10 @@ class PredatorPreyEnv(ParallelEnv):
             rows = np.array([observe(i) if took_part else zeros for i, took_part in zip(self._learners, alive,
                                                                                      strict=True)],
                             dtype=np.float32)
-            rows.flags.writeable = False
             if len(self._observation_cache) < OBSERVATION_CACHE:
-                self._observation_cache[key] = rows
-        return rows
+                self._observation_cache[key] = rows.copy()
+            return rows
+        return rows.copy()
 
     def _checked_action(self, action: Any, name: str) -> int:
         a = int(action)
