@@ -28,7 +28,6 @@ AgentArrays = dict[str, np.ndarray]
 """One array per agent id, leading axis = env index (or time, env for rollouts)."""
 
 
-
 class AgentBatch(dict):
     """AgentArrays that also hold every agent's rows as one array: ``stacked[r]`` is the array of the
     ``r``-th key (dict order), so ``stacked`` has shape (agents, N, ...).
@@ -60,11 +59,6 @@ class AgentBatch(dict):
 
     def __reduce__(self):  # pickles (to actor processes) as the plain dict it extends
         return dict, (dict(self),)
-
-
-def stacked_of(arrays: AgentArrays) -> np.ndarray | None:
-    """The (agents, N, ...) array behind ``arrays`` if it is an ``AgentBatch``, else None."""
-    return getattr(arrays, "stacked", None)
 
 
 StateTree = dict[str, Any]
