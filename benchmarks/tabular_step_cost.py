@@ -3,6 +3,7 @@ inside it), the update, episode tracking; and ``train()`` as a whole.
 
     python benchmarks/tabular_step_cost.py                         # 1v1 chase, 1 env, 20k steps
     python benchmarks/tabular_step_cost.py --scenario grid-3v3 --num-envs 8
+    python benchmarks/tabular_step_cost.py --profile               # train() under cProfile (CPU clock), top 25
 
 CPU time (``time.thread_time_ns``) rather than wall time, and the 10th percentile over 64-step chunks
 beside the median: on a loaded machine that is the figure the load inflates least. To compare two
@@ -33,12 +34,25 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=1)
     parser.add_argument("--steps", type=int, default=20_000, help="env steps of the whole train() run")
     parser.add_argument("--chunks", type=int, default=200, help="64-step chunks timed part by part")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: train() under cProfile on the process's CPU clock, functions by own time")
     args = parser.parse_args()
     overrides = [f"env.scenario='{args.scenario}'", "env.learners='all'", f"num_envs={args.num_envs}", "seed=0",
                  "progress=false", "checkpoint_interval=0"]
     if args.scenario == "grid-3v3":
         overrides.append("env.obstacle_share=0.2")
 
+    if args.profile:
+        import cProfile
+        import pstats
+
+        with tempfile.TemporaryDirectory() as run_dir:
+            algo = rlf.make("iql", "predator-prey",
+                            overrides=[*overrides, f"steps={args.steps}", f"run_dir='{run_dir}'"])
+            profiler = cProfile.Profile(time.process_time)  # CPU time: the load's waiting left out
+            profiler.runcall(algo.train)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        return
     with tempfile.TemporaryDirectory() as run_dir:
         algo = rlf.make("iql", "predator-prey", overrides=[*overrides, f"steps={args.steps}", f"run_dir='{run_dir}'"])
         cpu = time.process_time()
@@ -69,17 +83,20 @@ def _time_parts(strategy, chunks: int) -> dict[str, list[float]]:
     n = envs.num_envs
     raw_envs = getattr(envs, "envs", [])
     own_step = {"ns": 0}
-    for env in raw_envs:  # the env's own step, timed inside the vector env's
-        original = env.step
+    for env in raw_envs:  # the env's own step (either protocol), timed inside the vector env's
+        for method in ("step", "step_arrays"):
+            original = getattr(env, method, None)
+            if original is None:
+                continue
 
-        def timed(actions, original=original):
-            start = clock()
-            try:
-                return original(actions)
-            finally:
-                own_step["ns"] += clock() - start
+            def timed(actions, original=original):
+                start = clock()
+                try:
+                    return original(actions)
+                finally:
+                    own_step["ns"] += clock() - start
 
-        env.step = timed
+            setattr(env, method, timed)
     names = ("act", "vector env step", "  of it: env's own step", "learn", "tracking, exploration", "total")
     parts: dict[str, list[float]] = {name: [] for name in names}
     obs = strategy.obs

@@ -32,6 +32,7 @@ from .interfaces import (
     Acting,
     Agent,
     AgentArrays,
+    AgentBatch,
     BuildContext,
     EnvSpec,
     Learner,
@@ -87,7 +88,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AlgorithmConfig",
+    "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AgentBatch", "AlgorithmConfig",
     "BuildContext", "Callback", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
     "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
     "Logger", "RegisterAlgorithm", "RegisterCallback", "RegisterCollector", "RegisterEnvironment",

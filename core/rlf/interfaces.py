@@ -27,6 +27,40 @@ EPISODE_METRICS = "episode_metrics"
 AgentArrays = dict[str, np.ndarray]
 """One array per agent id, leading axis = env index (or time, env for rollouts)."""
 
+
+class AgentBatch(dict):
+    """AgentArrays that also hold every agent's rows as one array: ``stacked[r]`` is the array of the
+    ``r``-th key (dict order), so ``stacked`` has shape (agents, N, ...).
+
+    Collectors hand these out where every agent's arrays share shape and dtype (``ParallelVector``);
+    an agent or learner may read ``stacked`` to do one numpy call for all agents instead of one per
+    agent, and may return its actions this way for the same reason. It is a plain dict to everyone
+    else: code that ignores ``stacked`` sees no difference. Read-only, like every batch array.
+    """
+
+    __slots__ = ("ids", "stacked")
+
+    ids: tuple[str, ...]
+    """The keys in row order: batches built from one tuple share it, so code that combines several
+    batches row by row can check that they agree with ``is`` before ``==``."""
+    stacked: np.ndarray
+
+    @classmethod
+    def of(cls, ids: tuple[str, ...], stacked: np.ndarray) -> AgentBatch:
+        """The batch whose ``r``-th key ``ids[r]`` holds the view ``stacked[r]``."""
+        # built item by item: cheaper than iterating a numpy array or an __init__ of our own, and
+        # collectors build two of these per env step
+        batch = cls()
+        for r, agent in enumerate(ids):
+            batch[agent] = stacked[r]
+        batch.ids = ids
+        batch.stacked = stacked
+        return batch
+
+    def __reduce__(self):  # pickles (to actor processes) as the plain dict it extends
+        return dict, (dict(self),)
+
+
 StateTree = dict[str, Any]
 """Nested dicts/lists of numpy arrays, numbers, strings, bools and None: what checkpoints hold."""
 

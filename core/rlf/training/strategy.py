@@ -52,6 +52,10 @@ class TrainStrategy(ABC):
     def teardown(self) -> None: ...
 
 
+WIDENED_CACHE = 256
+"""Read-only reward matrices the EpisodeTracker keeps a float64 copy of."""
+
+
 class EpisodeTracker:
     """Per-env running returns and lengths; emits one row per finished episode."""
 
@@ -59,6 +63,8 @@ class EpisodeTracker:
         self.agent_ids = agent_ids
         self.multi_agent = multi_agent
         self.returns = np.zeros((len(agent_ids), num_envs))
+        self._wide: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        """id -> (a read-only float32 reward matrix a collector hands out again, it as float64)."""
         # lengths as (steps so far - step the episode started at): no per-step array update
         self.steps = 0
         self.started = [0] * num_envs
@@ -69,7 +75,20 @@ class EpisodeTracker:
 
     def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
         self.steps += 1
-        self.returns += batch.reward_matrix
+        rewards = batch.reward_matrix
+        # Adding float32 to the float64 sums costs three times a float64 addition (numpy's casting
+        # loop), and at one env that is a good part of a step's bookkeeping: collectors that hand out
+        # the same read-only matrices again (ParallelVector) get them widened once. Keeping the matrix
+        # referenced keeps its id from being reused.
+        wide = self._wide.get(id(rewards))
+        if wide is not None and wide[0] is rewards:
+            self.returns += wide[1]
+        elif rewards.flags.writeable or len(self._wide) >= WIDENED_CACHE:
+            self.returns += rewards
+        else:
+            widened = rewards.astype(np.float64)
+            self._wide[id(rewards)] = (rewards, widened)
+            self.returns += widened
         if not batch.ended_envs:
             return []
         rows = []
@@ -122,6 +141,10 @@ class EpisodeTracker:
 
 def average_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     """Mean of each key over the rows that have it."""
+    if rows:
+        keys = rows[0].keys()
+        if all(row.keys() == keys for row in rows):  # the common case (a learner reporting each step)
+            return {key: math.fsum([row[key] for row in rows]) / len(rows) for key in keys}
     totals: dict[str, list[float]] = {}
     for row in rows:
         for key, value in row.items():

@@ -134,3 +134,57 @@ def test_weights_for_actor_copies_leave_the_action_random_stream_alone():
     actor.load_state_dict(weights)
     assert actor.rng.getstate() == stream
     assert actor.tables["a"].q((2.0,)).tolist() == [0.0, 1.0, 0.0] and actor.metrics() == agent.metrics()
+
+
+def test_agent_batches_act_and_learn_exactly_as_plain_dicts():
+    """The stacked path (rlf.AgentBatch, one array for all agents) and the per-agent dict path
+    draw the same actions from the same stream and make the same updates."""
+    from rlf import AgentBatch
+
+    rng = np.random.default_rng(0)
+    agents = {kind: make_agent(start=0.5, end=0.5, seed=3) for kind in ("plain", "stacked")}
+    learners = {kind: IQLLearner(agent, 0.3, 0.9) for kind, agent in agents.items()}
+
+    def both(array, dtype):
+        array = np.asarray(array, dtype=dtype)
+        return {"plain": {a: array[r].copy() for r, a in enumerate(IDS)}, "stacked": AgentBatch.of(IDS, array)}
+
+    obs = rng.integers(4, size=(2, 3, 1))  # 2 agents, 3 envs, 1 feature: few states, many revisits
+    for _ in range(400):
+        current = both(obs, np.float32)
+        acted = {kind: agents[kind].act(current[kind]) for kind in agents}
+        assert isinstance(acted["stacked"].actions, AgentBatch)
+        for a in IDS:
+            np.testing.assert_array_equal(acted["plain"].actions[a], acted["stacked"].actions[a])
+        following = rng.integers(4, size=(2, 3, 1))
+        rewards = both(rng.normal(size=(2, 3)), np.float32)
+        terminated = both(rng.random((2, 3)) < 0.1, bool)
+        truncated = both(np.zeros((2, 3)), bool)
+        alive = both(rng.random((2, 3)) < 0.8, bool)
+        nxt = both(following, np.float32)
+        ended = np.zeros(3, dtype=bool)
+        reports = {kind: learners[kind].learn(Transitions(
+            current[kind], acted[kind].actions, rewards[kind], nxt[kind], terminated[kind], truncated[kind],
+            alive[kind], ended)) for kind in agents}
+        assert reports["plain"] == pytest.approx(reports["stacked"])
+        obs = following
+    for a in IDS:
+        plain, stacked = agents["plain"].tables[a], agents["stacked"].tables[a]
+        assert plain.index == stacked.index and len(plain) > 3
+        np.testing.assert_array_equal(plain.values[:len(plain)], stacked.values[:len(stacked)])
+    assert agents["plain"].rng.getstate() == agents["stacked"].rng.getstate()
+
+
+def test_an_agent_batch_is_a_dict_of_views_and_pickles_as_a_plain_dict():
+    import pickle
+
+    from rlf import AgentBatch
+
+    stacked = np.arange(6, dtype=np.float32).reshape(2, 3)
+    batch = AgentBatch.of(IDS, stacked)
+    assert list(batch) == list(IDS) and batch.ids is IDS and batch.stacked is stacked
+    assert all(np.shares_memory(batch[a], stacked) for a in IDS)
+    np.testing.assert_array_equal(batch["b"], [3, 4, 5])
+    copy = pickle.loads(pickle.dumps(batch))
+    assert type(copy) is dict and list(copy) == list(IDS)
+    np.testing.assert_array_equal(copy["a"], [0, 1, 2])

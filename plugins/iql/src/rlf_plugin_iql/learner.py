@@ -24,19 +24,31 @@ class IQLLearner(Learner):
     def learn(self, experience: Transitions) -> dict[str, float]:
         # Called every env step: at one env with two agents this loop is a third of the step's cost,
         # so values stay Python floats and lists (numpy scalars and reductions cost more per call).
-        agent, alpha, gamma = self.agent, self.alpha, self.gamma
-        tables, keys_of = agent.tables, agent.keys
+        rows = _stacked_rows(experience)
+        if rows is None:
+            agent = self.agent
+            keys_of = agent.keys
+            rows = []
+            for agent_id in agent.agent_ids:
+                alive = experience.alive[agent_id].tolist()
+                if True not in alive:
+                    continue
+                rows.append((agent_id, alive, keys_of(agent_id, experience.obs[agent_id]),
+                             keys_of(agent_id, experience.next_obs[agent_id]),
+                             experience.actions[agent_id].tolist(), experience.rewards[agent_id].tolist(),
+                             experience.terminated[agent_id].tolist()))
+        else:
+            keys = self.agent.keys.stacked
+            ids, alive_rows = rows
+            rows = zip(ids, alive_rows, keys(experience.obs.stacked), keys(experience.next_obs.stacked),
+                       experience.actions.stacked.tolist(), experience.rewards.stacked.tolist(),
+                       experience.terminated.stacked.tolist(), strict=True)
+        alpha, gamma, tables = self.alpha, self.gamma, self.agent.tables
         td_total, count = 0.0, 0
-        for agent_id in agent.agent_ids:
-            alive = experience.alive[agent_id].tolist()
+        for agent_id, alive, keys, next_keys, actions, rewards, terminated in rows:
             if True not in alive:
                 continue
             table = tables[agent_id]
-            keys = keys_of(agent_id, experience.obs[agent_id])
-            next_keys = keys_of(agent_id, experience.next_obs[agent_id])
-            actions = experience.actions[agent_id].tolist()
-            rewards = experience.rewards[agent_id].tolist()
-            terminated = experience.terminated[agent_id].tolist()
             index, values, short = table.index, table.values, table.n_actions <= 32
             for i, taking_part in enumerate(alive):
                 if not taking_part:
@@ -71,3 +83,18 @@ class IQLLearner(Learner):
 
     def load_state_dict(self, state: StateTree) -> None:
         self.updates = int(state["updates"])
+
+
+def _stacked_rows(experience: Transitions) -> tuple[tuple[str, ...], list[list[bool]]] | None:
+    """The agent ids and alive rows where every field is an ``rlf.AgentBatch`` in one agent order
+    (then each field is one ``tolist``, not one per agent), else None."""
+    alive = experience.alive
+    ids = getattr(alive, "ids", None)
+    if ids is None:
+        return None
+    for field in (experience.obs, experience.next_obs, experience.actions, experience.rewards,
+                  experience.terminated):
+        other = getattr(field, "ids", None)
+        if other is not ids and (other is None or tuple(other) != tuple(ids)):
+            return None
+    return ids, alive.stacked.tolist()

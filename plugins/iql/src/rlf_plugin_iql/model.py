@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rlf import Acting, Agent, ConfigError, EpsilonSchedule, ExplorationConfig, StateTree
+from rlf import Acting, Agent, AgentBatch, ConfigError, EpsilonSchedule, ExplorationConfig, StateTree
 
 Key = Hashable
 
@@ -148,6 +148,13 @@ def set_random_state(rng: random.Random, state: StateTree) -> None:
     rng.setstate((int(state["version"]), internal, state["gauss"]))
 
 
+STACKED_KEYS = 4096
+"""Joint observation batches whose keys a KeyCache keeps (a few MiB at most for small observations)."""
+
+ACTION_BATCHES = 1024
+"""Distinct joint actions whose read-only arrays an IQLAgent hands out again."""
+
+
 class KeyCache:
     """State keys of the last two batches per agent, found by the batch's bytes.
 
@@ -161,6 +168,8 @@ class KeyCache:
         self.keys = keys
         self._recent: dict[str, list] = {}
         """Agent id -> [bytes, keys, bytes, keys]: the newer batch first."""
+        self._stacked: dict[tuple, list[list[Key]]] = {}
+        """Bytes, shape and dtype of a whole ``AgentBatch``'s ``stacked`` -> its keys, one list per agent."""
 
     def __call__(self, agent_id: str, batch: np.ndarray) -> list[Key]:
         raw = batch.tobytes()
@@ -176,6 +185,24 @@ class KeyCache:
         recent[:2] = raw, found
         return found
 
+    def stacked(self, stacked: np.ndarray) -> list[list[Key]]:
+        """Keys of an (agents, N, ...) batch of every agent's observations: one list per agent.
+
+        Keys are a function of the observations alone, so they are kept by the batch's bytes for
+        every batch seen (up to STACKED_KEYS, then the cache starts again): on small grids the whole
+        joint observations recur, and a look-up costs a fraction of encoding the rows again."""
+        raw = (stacked.tobytes(), stacked.shape, stacked.dtype)  # equal bytes of another shape split otherwise
+        found = self._stacked.get(raw)
+        if found is not None:
+            return found
+        n = stacked.shape[1]
+        flat = self.keys(stacked.reshape(-1, *stacked.shape[2:]))
+        found = [flat[start:start + n] for start in range(0, len(flat), n)] if n > 1 else [[key] for key in flat]
+        if len(self._stacked) >= STACKED_KEYS:
+            self._stacked.clear()
+        self._stacked[raw] = found
+        return found
+
 
 class IQLAgent(Agent):
     """One Q-table per agent id, epsilon-greedy with random tie-breaking; agents share nothing."""
@@ -188,15 +215,39 @@ class IQLAgent(Agent):
         self.keys = KeyCache(keys)
         self.epsilon = EpsilonSchedule(exploration)
         self.rng = random.Random(seed)
+        self._actions: dict[tuple, AgentBatch] = {}
 
     def act(self, obs, *, explore: bool = True) -> Acting:
         rng, epsilon = self.rng, self.epsilon.value if explore else 0.0
-        draw, keys_of, tables, n_actions = rng.random, self.keys, self.tables, self.n_actions
+        draw, tables, n_actions = rng.random, self.tables, self.n_actions
+        stacked = getattr(obs, "stacked", None)
+        if stacked is not None:
+            # every agent's rows at once (rlf.AgentBatch): one key look-up and one action array for
+            # all agents; rows in the batch's order, which is also the order of the draws below
+            ids = obs.ids
+            chosen = []  # a list, made an array once: cheaper than numpy item assignment per row
+            for agent_id, keys in zip(ids, self.keys.stacked(stacked), strict=True):
+                table, n = tables[agent_id], n_actions[agent_id]
+                index, values = table.index, table.values
+                for key in keys:
+                    if epsilon and draw() < epsilon:
+                        chosen.append(int(draw() * n))
+                        continue
+                    found = index.get(key)
+                    if found is None:
+                        chosen.append(int(draw() * n))
+                        continue
+                    row = values[found].tolist()
+                    best = max(row)
+                    # greedy()'s no-tie case inlined (the common one once values differ): no call per row
+                    chosen.append(row.index(best) if row.count(best) == 1 else greedy(row, rng))
+            return Acting(self._action_batch(ids, chosen, stacked.shape[:2]))
+        keys_of = self.keys
         actions = {}
         for agent_id in self.agent_ids:
             table, n = tables[agent_id], n_actions[agent_id]
             index, values = table.index, table.values
-            chosen = []  # a list, made an array once: cheaper than numpy item assignment per row
+            chosen = []
             for key in keys_of(agent_id, obs[agent_id]):
                 if epsilon and draw() < epsilon:
                     chosen.append(int(draw() * n))
@@ -205,6 +256,20 @@ class IQLAgent(Agent):
                 chosen.append(int(draw() * n) if found is None else greedy(values[found].tolist(), rng))
             actions[agent_id] = np.array(chosen, dtype=np.int64)
         return Acting(actions)
+
+    def _action_batch(self, ids: tuple[str, ...], chosen: list[int], shape: tuple[int, ...]) -> AgentBatch:
+        """The actions as an AgentBatch; with few agents and envs the joint actions repeat, so their
+        read-only arrays are kept and handed out again (an array and a batch per step cost as much
+        as choosing the actions)."""
+        key = (ids, *chosen)
+        found = self._actions.get(key)
+        if found is None:
+            array = np.array(chosen, dtype=np.int64).reshape(shape)
+            array.flags.writeable = False
+            found = AgentBatch.of(ids, array)
+            if len(chosen) <= 4 and len(self._actions) < ACTION_BATCHES:  # more rows rarely repeat
+                self._actions[key] = found
+        return found
 
     def on_progress(self, env_steps: int, episodes_ended: int) -> None:
         self.epsilon.advance(env_steps, episodes_ended)

@@ -27,6 +27,8 @@ ROLE_NAMES = ("predator", "prey")
 CELL_PX = 16
 PLACEMENT_TRIES = 200
 REDRAWS = 20
+OBSERVATION_CACHE = 4096
+"""Joint observation arrays ``step_arrays`` keeps per obstacle layout (a few hundred KiB at most)."""
 
 _COLORS = {
     "floor": (236, 236, 230), "line": (205, 205, 198), "obstacle": (70, 70, 78),
@@ -67,6 +69,7 @@ class PredatorPreyEnv(ParallelEnv):
         self._scripted = [i for i in range(self._n) if self._role[i] not in roles]
         self._learning = [self._role[i] in roles for i in range(self._n)]
         self.possible_agents = [self._names[i] for i in learners]
+        self._learners = learners
         self.agents: list[str] = []
         self._index = {self._names[i]: i for i in learners}
         self._policy = make_policy(c.opponent_policy, c.opponent_noise)
@@ -75,6 +78,7 @@ class PredatorPreyEnv(ParallelEnv):
         low = np.asarray(self.encoder.low, dtype=np.float32)
         high = np.asarray(self.encoder.high, dtype=np.float32)
         self._obs_spaces = {a: spaces.Box(low, high, dtype=np.float32) for a in self.possible_agents}
+        self._zero_obs = [0] * self.encoder.state_dim
         self._act_spaces = {a: spaces.Discrete(len(ACTIONS)) for a in self.possible_agents}
         state_high = np.concatenate([np.tile([s - 1, s - 1, 1], self._n), np.ones(s * s)]).astype(np.float32)
         self.state_space = spaces.Box(np.zeros_like(state_high), state_high, dtype=np.float32)
@@ -106,6 +110,8 @@ class PredatorPreyEnv(ParallelEnv):
         self._view_bg: np.ndarray | None = None
         self._render_bg: np.ndarray | None = None
         self._geometry_of: bytes | None = None
+        self._observation_cache: dict[tuple, np.ndarray] = {}
+        """(positions, free flags, took part) -> ``step_arrays``' observations; see ``_observation_rows``."""
         """The obstacle mask the move table, view and render backgrounds were built for."""
         self._world: World | None = None
         self._steps = 0
@@ -170,7 +176,7 @@ class PredatorPreyEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]):
         if not self.agents:
             raise RuntimeError("the episode is over (env.agents is empty): call reset() before step()")
-        n, pos, active, index = self._n, self._pos, self._active, self._index
+        n, active, index = self._n, self._active, self._index
         acts = [STAY] * n
         for name, action in actions.items():
             i = index.get(name)
@@ -178,10 +184,104 @@ class PredatorPreyEnv(ParallelEnv):
                 raise ValueError(f"unknown agent {name!r}; the learning agents are {self.possible_agents}")
             if not active[i]:
                 continue  # a captured prey's action is ignored
-            a = int(action)
-            if not 0 <= a < 5:
-                raise ValueError(f"action {action!r} of {name} is not in 0..4 (right, up, left, down, stay)")
-            acts[i] = a
+            acts[i] = self._checked_action(action, name)
+        present = self.agents
+        captured, credited, terminated, truncated = self._advance(acts)
+
+        observations, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+        for name in present:
+            i = index[name]
+            rewards[name], terms[name], truncs[name] = self._outcome(i, credited, terminated, truncated)
+            observations[name] = self._observe(i)
+            infos[name] = {}
+        if terminated or truncated:
+            metrics = self._episode_metrics(terminated)
+            for name in infos:
+                infos[name]["episode_metrics"] = dict(metrics)
+        self._after_step(captured, terminated or truncated)
+        return observations, rewards, terms, truncs, infos
+
+    def step_arrays(self, actions: list[Any]):
+        """rlf's batched step protocol (docs/PLUGIN_GUIDE.md): ``step`` without the per-agent dicts.
+
+        ``actions`` in ``possible_agents`` order (entries of agents not in ``self.agents`` ignored).
+        Returns the next observations as one (agents, state_dim) float32 array (zeros for agents that
+        took no part in the step), rewards, terminated, truncated and took-part flags as lists in the
+        same order, and the episode metrics when the episode ended (else None). Same rules, RNG
+        stream and results as ``step``.
+        """
+        if not self.agents:
+            raise RuntimeError("the episode is over (env.agents is empty): call reset() before step()")
+        active, learners = self._active, self._learners
+        if len(actions) != len(learners):
+            raise ValueError(f"step_arrays got {len(actions)} actions for the {len(learners)} agents "
+                             f"{self.possible_agents}")
+        acts = [STAY] * self._n
+        alive = [active[i] for i in learners]  # who is in the episode now: the agents that take part
+        for k, i in enumerate(learners):
+            if alive[k]:
+                a = actions[k]
+                if a.__class__ is not int or not 0 <= a < 5:  # ints in range pass with one test
+                    a = self._checked_action(a, self.possible_agents[k])
+                acts[i] = a
+        captured, credited, terminated, truncated = self._advance(acts)
+
+        # _outcome inlined: at one env this loop is a good part of a whole training step
+        role, w_step, w_capture, w_prey, w_captured = (self._role, self._w_step, self._w_capture,
+                                                       self._w_prey_step, self._w_captured)
+        rewards, terms, truncs = [], [], []
+        for k, i in enumerate(learners):
+            if not alive[k]:
+                rewards.append(0.0)
+                terms.append(False)
+                truncs.append(False)
+                continue
+            if role[i] == PREDATOR:
+                rewards.append(w_step + (w_capture if i in credited else 0.0))
+                term = terminated
+            elif active[i]:
+                rewards.append(w_prey)
+                term = terminated
+            else:  # captured on this step
+                rewards.append(w_captured)
+                term = True
+            terms.append(term)
+            truncs.append(truncated and not term)
+        metrics = self._episode_metrics(terminated) if terminated or truncated else None
+        if terminated or truncated or captured or self.render_mode == "human":
+            self._after_step(captured, terminated or truncated)
+        return self._observation_rows(alive), rewards, terms, truncs, alive, metrics
+
+    def _observation_rows(self, alive: list[bool]) -> np.ndarray:
+        """Every learner's observation as one (agents, state_dim) array, zeros where not alive.
+
+        An observation is a function of the positions and who is still free (on this episode's
+        obstacles), and on small grids those recur all the time: the arrays are kept per layout
+        (up to OBSERVATION_CACHE, dropped when the obstacles change) and copied out, which costs
+        half of building one. A copy, not the kept array: torch warns on read-only arrays, and a
+        consumer writing into a shared one would change later observations."""
+        key = (*self._pos, *self._active, *alive)
+        rows = self._observation_cache.get(key)
+        if rows is None:
+            zeros, observe = self._zero_obs, self._observe_values
+            rows = np.array([observe(i) if took_part else zeros for i, took_part in zip(self._learners, alive,
+                                                                                     strict=True)],
+                            dtype=np.float32)
+            if len(self._observation_cache) < OBSERVATION_CACHE:
+                self._observation_cache[key] = rows.copy()
+            return rows
+        return rows.copy()
+
+    def _checked_action(self, action: Any, name: str) -> int:
+        a = int(action)
+        if not 0 <= a < 5:
+            raise ValueError(f"action {action!r} of {name} is not in 0..4 (right, up, left, down, stay)")
+        return a
+
+    def _advance(self, acts: list[int]) -> tuple[list[int], set[int], bool, bool]:
+        """Move everyone (scripted agents choose here), capture, count the step: what ``step`` and
+        ``step_arrays`` share. Returns the prey captured now, the predators credited, terminated, truncated."""
+        n, pos, active = self._n, self._pos, self._active
         if self._scripted:
             movers = [i for i in self._scripted if active[i]]
             if movers:
@@ -213,34 +313,33 @@ class PredatorPreyEnv(ParallelEnv):
         truncated = not terminated and self._steps >= self.config.max_steps
         if terminated and self._capture_step is None:
             self._capture_step = self._steps
+        return captured, credited, terminated, truncated
 
-        observations, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
-        for name in self.agents:
-            i = index[name]
-            if self._role[i] == PREDATOR:
-                rewards[name] = self._w_step + (self._w_capture if i in credited else 0.0)
-                terms[name] = terminated
-            elif active[i]:
-                rewards[name] = self._w_prey_step
-                terms[name] = terminated
-            else:  # captured on this step
-                rewards[name] = self._w_captured
-                terms[name] = True
-            truncs[name] = truncated and not terms[name]
-            observations[name] = self._observe(i)
-            infos[name] = {}
-        if terminated or truncated:
-            metrics = {"capture": 1.0 if terminated else 0.0, "captures": float(self._captures)}
-            if terminated:
-                metrics["steps_to_capture"] = float(self._capture_step)
-            for name in infos:
-                infos[name]["episode_metrics"] = dict(metrics)
+    def _outcome(self, i: int, credited: set[int], terminated: bool, truncated: bool) -> tuple[float, bool, bool]:
+        """Reward, terminated, truncated of agent ``i``, which took part in the step just taken."""
+        if self._role[i] == PREDATOR:
+            reward = self._w_step + (self._w_capture if i in credited else 0.0)
+            term = terminated
+        elif self._active[i]:
+            reward, term = self._w_prey_step, terminated
+        else:  # captured on this step
+            reward, term = self._w_captured, True
+        return reward, term, truncated and not term
+
+    def _episode_metrics(self, terminated: bool) -> dict[str, float]:
+        metrics = {"capture": 1.0 if terminated else 0.0, "captures": float(self._captures)}
+        if terminated:
+            metrics["steps_to_capture"] = float(self._capture_step)
+        return metrics
+
+    def _after_step(self, captured: list[int], ended: bool) -> None:
+        if ended:
             self.agents = []
         elif captured:
+            active, index = self._active, self._index
             self.agents = [a for a in self.agents if active[index[a]]]
         if self.render_mode == "human":
             self.render()
-        return observations, rewards, terms, truncs, infos
 
     def state(self) -> np.ndarray:
         """Global state for centralised learners: (x, y, free) of every agent, then the obstacle mask."""
@@ -436,6 +535,7 @@ class PredatorPreyEnv(ParallelEnv):
         if key == self._geometry_of:  # the same obstacles as the last episode (always, without any)
             return
         self._geometry_of = key
+        self._observation_cache.clear()  # observations read the obstacles (blocked flags, local view)
         idx = np.arange(s * s)
         x, y = idx % s, idx // s
         columns = []
@@ -477,6 +577,9 @@ class PredatorPreyEnv(ParallelEnv):
 
     # -- observations -----------------------------------------------------------------------------
     def _observe(self, i: int) -> np.ndarray:
+        return np.array(self._observe_values(i), dtype=np.float32)
+
+    def _observe_values(self, i: int) -> list[int]:
         c = self.config
         cell = self._pos[i]
         x, y = self._xs[cell], self._ys[cell]
@@ -489,7 +592,7 @@ class PredatorPreyEnv(ParallelEnv):
             values += self._offsets(x, y, self._teammates[i], c.obs_teammates)
         if c.obs_blocked:
             values += self._blocked[cell]
-        return np.array(values, dtype=np.float32)
+        return values
 
     def _offsets(self, x: int, y: int, others: list[int], k: int) -> list[int]:
         """(dx, dy) to the k nearest free agents among ``others`` (Manhattan, ties by agent order),
