@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from ..env_state import StateUnavailable, restore_vector, vector_state
-from ..envs import Collector, StepBatch, Supervision, VectorEnv, build_async_collector, build_sync_collector
-from ..interfaces import Agent, BuildContext, Learner, StateTree
+from ..envs import SYNC, Collector, StepBatch, Supervision, VectorEnv, build_async_collector, build_sync_collector
+from ..interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
 
 
 @dataclass
@@ -156,12 +157,35 @@ class BaseStrategy(TrainStrategy):
 
     def setup(self) -> None:
         run = self.context.run
-        self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
-        supervise(self.envs, run, self.algorithm, self.restarts_used)
+        builder = None
+        if self.context.env_spec is not None and self.collector.name != SYNC.name:
+            # Out-of-process envs take seconds to start (8 Mario emulators: fork, ROM load, title
+            # screen) while this process only waits; the agent and learner (import torch, the CNN,
+            # the optimizer) are built meanwhile from the spec the run's check read. In-process
+            # envs are built by this process itself: nothing to overlap.
+            builder = _BackgroundBuild(self.algorithm, self.context)
+        try:
+            self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
+            supervise(self.envs, run, self.algorithm, self.restarts_used)
+            self.tracker = EpisodeTracker(self.envs.spec.agent_ids, run.num_envs, self.envs.spec.multi_agent)
+            if builder is not None and self._pending_state is None:
+                # the first reset runs in the workers: overlapped with the build as well
+                self.obs = self.envs.reset(seed=run.seed + 7919 * self._reset_count)
+        except BaseException:
+            if builder is not None:
+                builder.wait()  # the envs' error is the one to report; the thread must not outlive setup
+            raise
+        built = builder.result() if builder is not None else None
+        if built is not None and not _same_spec(built[0], self.envs.spec):
+            built = None  # the envs turned out other than the check's probe: build for what they are
         self.context.env_spec = self.envs.spec
-        self.agent = self.algorithm.build_agent(self.context)
-        self.learner = self.algorithm.build_learner(self.context, self.agent)
-        self.tracker = EpisodeTracker(self.envs.spec.agent_ids, run.num_envs, self.envs.spec.multi_agent)
+        if built is None:
+            self.agent = self.algorithm.build_agent(self.context)
+            self.learner = self.algorithm.build_learner(self.context, self.agent)
+        else:
+            self.agent, self.learner = built[1], built[2]
+        if builder is not None and self._pending_state is None:
+            return
         if self._pending_state is not None:
             self._restore(self._pending_state)
             inflight = self._pending_state.get("inflight")
@@ -237,6 +261,53 @@ class BaseStrategy(TrainStrategy):
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+class _BackgroundBuild:
+    """``build_agent`` then ``build_learner`` in a thread, in the same order as in ``setup`` (so the
+    global RNG streams they draw from, and the weights, are those of a build in the main thread)."""
+
+    def __init__(self, algorithm: Any, context: BuildContext):
+        self.spec = context.env_spec
+        self.context = context  # setup replaces its env_spec only after result()
+        self.algorithm = algorithm
+        self._result: tuple[Any, Any] | None = None
+        self._error: BaseException | None = None
+        self._threads: int | None = None
+        self._thread = threading.Thread(target=self._run, name="rlf-build-agent", daemon=False)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            agent = self.algorithm.build_agent(self.context)
+            self._result = (agent, self.algorithm.build_learner(self.context, agent))
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                self._threads = torch.get_num_threads()
+        except BaseException as exc:  # handed to the main thread by result()
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> tuple[EnvSpec, Any, Any]:
+        """(spec built for, agent, learner) once the thread is done; its exception, raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        torch = sys.modules.get("torch")
+        if self._threads is not None and torch is not None and torch.get_num_threads() != self._threads:
+            # torch's intra-op thread count is per thread (OpenMP): what the builders chose for
+            # acting must hold in the thread that acts
+            torch.set_num_threads(self._threads)
+        return (self.spec, *self._result)
+
+
+def _same_spec(a: EnvSpec, b: EnvSpec) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # metadata values that do not compare (arrays): build again to be safe
+        return False
 
 
 def say_fresh_episodes(reason: str) -> None:
