@@ -12,8 +12,11 @@ under ``info["episode_metrics"]`` on the step that ends the episode.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import multiprocessing
 import os
+import pickle
 import signal
 import time
 from collections.abc import Callable
@@ -358,21 +361,80 @@ def worker_context(factory: EnvFactory) -> str:
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"
-    builder = getattr(factory, "build_env", None)
-    module = getattr(builder, "__module__", None)
-    preload = ["rlf.envs", *([module] if module and module != "__main__" else [])]
-    multiprocessing.set_forkserver_preload(preload)
+    global _server_key
+    if _server_key is None:
+        # the first call starts the server: what it preloads (and prebuilds) is fixed from then on
+        module = _builder_module(factory)
+        preload = ["rlf.envs", *([module] if module else [])]
+        payload = _template_payload(factory)
+        if payload is not None:
+            preload.append("rlf._fork_template")
+            os.environ[_fork_template_variable()] = payload
+        multiprocessing.set_forkserver_preload(preload)
+        from multiprocessing import forkserver
+
+        try:
+            forkserver.ensure_running()
+        finally:
+            os.environ.pop(_fork_template_variable(), None)
+        _server_key = payload.partition(":")[0] if payload is not None else ""
     return "forkserver"
 
 
-def prestart_workers(factory: EnvFactory) -> None:
-    """Start the fork server (``worker_context``) now, without waiting for it: its interpreter start and
-    imports then overlap whatever this process does before it asks for the first worker. Nothing if
-    the platform has no fork server."""
-    if worker_context(factory) == "forkserver":
-        from multiprocessing import forkserver
+_server_key: str | None = None
+"""None until this process started its fork server; then the key of the env template it holds ("": none)."""
 
-        forkserver.ensure_running()
+
+def _fork_template_variable() -> str:
+    from ._fork_template import VARIABLE
+
+    return VARIABLE
+
+
+def _builder_target(factory: Any) -> Any:
+    builder = getattr(factory, "build_env", None)
+    return getattr(builder, "target", builder)  # a LazyCallable ("module:function") or the function
+
+
+def _builder_module(factory: Any) -> str | None:
+    reference = getattr(getattr(factory, "build_env", None), "reference", None)
+    module = reference.partition(":")[0] if isinstance(reference, str) else getattr(_builder_target(factory),
+                                                                                     "__module__", None)
+    return module if module and module != "__main__" else None
+
+
+def _factory_key(factory: Any) -> tuple[str, bytes] | None:
+    try:
+        data = pickle.dumps(factory)
+    except Exception:  # not picklable here: the workers get it by cloudpickle, and build it themselves
+        return None
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def _template_payload(factory: Any) -> str | None:
+    """What the fork server needs to prebuild ``factory``'s env, if its builder asks for it
+    (``fork_template = True`` on the builder function: see rlf._fork_template)."""
+    if not getattr(_builder_target(factory), "fork_template", False):
+        return None
+    keyed = _factory_key(factory)
+    if keyed is None:
+        return None
+    return keyed[0] + ":" + base64.b64encode(keyed[1]).decode()
+
+
+def template_key(factory: Any) -> str | None:
+    """The key under which this process's fork server holds ``factory``'s env template, or None."""
+    if not _server_key:
+        return None
+    keyed = _factory_key(factory)
+    return keyed[0] if keyed is not None and keyed[0] == _server_key else None
+
+
+def prestart_workers(factory: EnvFactory) -> None:
+    """Start the fork server (``worker_context``) now, without waiting for it: its interpreter start,
+    imports and env template then overlap whatever this process does before it asks for the first
+    worker. Nothing if the platform has no fork server."""
+    worker_context(factory)
 
 
 class _ProbedEnv:
@@ -393,15 +455,25 @@ class _WorkerEnvFn:
     """An env builder for ``AsyncVectorEnv``: in the main process (where Gymnasium calls it once, for
     the spaces) it answers with the probe; pickled to a worker, it builds the real env."""
 
-    def __init__(self, factory: Callable[[], Any], probe: EnvProbe | None):
+    def __init__(self, factory: Callable[[], Any], probe: EnvProbe | None, template: str | None = None):
         self.factory = factory
         self.probe = probe
+        self.template = template
+        """The key of the fork server's prebuilt copy of this env, if it holds one (``template_key``)."""
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"factory": self.factory, "probe": None}
+        return {"factory": self.factory, "probe": None, "template": self.template}
 
     def __call__(self) -> Any:
-        return self.factory() if self.probe is None else _ProbedEnv(self.probe)
+        if self.probe is not None:
+            return _ProbedEnv(self.probe)
+        if self.template is not None:
+            from . import _fork_template
+
+            env = _fork_template.take(self.template)
+            if env is not None:
+                return env
+        return self.factory()
 
 
 WORKER_NICENESS = 19
@@ -501,6 +573,7 @@ class GymVector(VectorEnv):
         """The groups, started at once: Gymnasium's constructor returns only when its workers have built
         their envs, so one thread per group lets all workers build together rather than group by group."""
         probe_of(self.factory, self.name)  # once, here, rather than in each thread
+        worker_context(self.factory)  # the fork server too (it reads os.environ as it starts)
         if len(sizes) == 1:
             return [self._start_group(sizes[0])]
         with ThreadPoolExecutor(len(sizes), thread_name_prefix="rlf-env-group") as pool:
@@ -518,11 +591,13 @@ class GymVector(VectorEnv):
         return groups
 
     def _start_group(self, size: int) -> gymnasium.vector.AsyncVectorEnv:
-        env_fn = _WorkerEnvFn(self.factory, probe_of(self.factory, self.name))
+        context = worker_context(self.factory)
+        env_fn = _WorkerEnvFn(self.factory, probe_of(self.factory, self.name),
+                              template_key(self.factory) if context == "forkserver" else None)
         try:
             group = gymnasium.vector.AsyncVectorEnv([env_fn] * size, shared_memory=True,
                                                     autoreset_mode=AutoresetMode.SAME_STEP,
-                                                    context=worker_context(self.factory))
+                                                    context=context)
         except _WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
             raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
                                  "check that the environment can be built in a fresh process") from None
