@@ -198,3 +198,49 @@ def test_workers_of_a_templated_env_start_from_the_fork_servers_copy(tmp_path):
     # the probe in the main process, the template in the fork server, nothing in the 4 workers
     assert sorted(pids) == sorted([result["main"], result["server"]]), (pids, result)
     assert result["same"]  # and they step exactly as freshly built envs do
+
+
+def test_the_first_steps_do_not_wait_for_the_learner_and_a_fork_waits_for_it(registry, tmp_path):
+    import multiprocessing
+
+    from rlf.training.strategy import _BackgroundBuild
+
+    spec = registry.algorithm("linear-pg")
+    seen: dict[str, float] = {}
+    stepped = threading.Event()
+
+    def slow_learner(context, agent):
+        stepped.wait(timeout=30)  # were the envs stepped only once the learner exists, this times out
+        seen["learner_done"] = time.monotonic()
+        return spec.build_learner(context, agent)
+
+    original_wait = GymVector.step_wait
+
+    def step_wait(self, part):
+        seen.setdefault("first_step", time.monotonic())
+        stepped.set()
+        return original_wait(self, part)
+
+    algo = make(registry, tmp_path)
+    algo.resolved.algorithm = dataclasses.replace(spec, build_learner=slow_learner)
+    GymVector.step_wait = step_wait
+    try:
+        algo.train()
+    finally:
+        GymVector.step_wait = original_wait
+    assert seen["first_step"] < seen["learner_done"] and algo.counters["env_steps"] == 64
+
+    # a fork while the learner is still being built copies a finished build (os.register_at_fork)
+    stepped.clear()
+    threading.Timer(1.0, stepped.set).start()
+    build = _BackgroundBuild(dataclasses.replace(spec, build_learner=slow_learner), algo.strategy.context)
+    build.agent()
+    child = multiprocessing.get_context("fork").Process(target=_exit_built, args=(build,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    assert build.learner() is not None
+
+
+def _exit_built(build) -> None:
+    os._exit(0 if build.built_learner is not None else 1)
