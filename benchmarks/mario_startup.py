@@ -1,6 +1,6 @@
 """Start-up of `rlf train ppo --env mario` (8 subprocess envs): where the time to the first env step goes.
 
-    python benchmarks/mario_startup.py [--rounds 3] [--num-envs 8]
+    python benchmarks/mario_startup.py [--rounds 3] [--num-envs 8] [--baseline OTHER/.venv/bin/python]
 
 Each round starts a fresh interpreter (as a user's `rlf train` does) that runs the real CLI,
 `rlf train ppo --env mario --steps <num_envs> --no-progress`, with timers wrapped around the phases
@@ -10,12 +10,19 @@ interpreter start-up counts. Phases are printed as offsets from that start (star
   python + import rlf    interpreter start and `import rlf, rlf.cli` (no torch)
   check: probe env       the env built once in the main process to read its spaces (ROM load)
   env workers            the subprocess env groups started until every worker has built its env
-  build agent            PPO's agent, including `import torch` and the CNN's construction
-  build learner          PPO's learner (Adam's first construction imports parts of torch lazily)
+  build agent            PPO's agent, including `import torch` and the CNN's construction (in a
+                         background thread while the env workers start)
+  build learner          PPO's learner (Adam's first construction imports torch._dynamo lazily;
+                         finished in that thread, waited for only at the first update)
   reset                  the first reset of every env
   loggers on_start       CSV, TensorBoard (tensorboardX) and progress loggers starting
   first act              the first CNN forward pass on the 8 observations
   first env step         until the first vector step's results are back
+
+With ``--baseline``, another checkout's interpreter (its own rlf) is timed too, the two alternating
+round by round. Each round also prints the CPU seconds spent until the first env step: this
+process (all its threads), the env workers and their fork server (from /proc, Linux only); on a
+loaded machine that figure moves far less than the wall-clock offsets.
 
 "first env step" is the figure the issue's target is about (< 3 s). Phases may overlap when work
 runs in the background (the TensorBoard writer's import, for one). The medians over rounds are

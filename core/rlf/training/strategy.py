@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 
 from ..env_state import StateUnavailable, restore_vector, vector_state
-from ..envs import SYNC, Collector, StepBatch, Supervision, VectorEnv, build_async_collector, build_sync_collector
+from ..envs import (
+    SYNC,
+    Collector,
+    StepBatch,
+    Supervision,
+    VectorEnv,
+    build_async_collector,
+    build_sync_collector,
+)
 from ..interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
 
 
