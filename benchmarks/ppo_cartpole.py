@@ -1,6 +1,6 @@
 """PPO on CartPole-v1: env steps per second over whole training runs, and where the wall time goes.
 
-    python benchmarks/ppo_cartpole.py                      # sync and async vector envs, 150k steps each
+    python benchmarks/ppo_cartpole.py                      # sync and async vector envs, 100k steps each
     python benchmarks/ppo_cartpole.py --steps 50000 --modes sync --set algo.torch_threads=2
 
 Uses the tuned preset plugins/ppo/examples/cartpole.toml. The agent's act/value, the learner's learn
@@ -87,7 +87,7 @@ def run(mode: str, steps: int, seed: int, overrides: list[str]) -> dict[str, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=150_000)
+    parser.add_argument("--steps", type=int, default=100_000, help="env steps per run (the preset's run.steps)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--modes", default="sync,async", help="comma-separated run.vector modes to compare")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")

@@ -28,6 +28,7 @@ import os
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -117,7 +118,7 @@ def rlf_worker(seed: int, threads: int, args: dict) -> dict:
     import rlf
 
     with tempfile.TemporaryDirectory() as run_dir:
-        preset = str(PRESET) if args["preset"] == "rlf" else None
+        preset = args.get("config", str(PRESET)) if args["preset"] == "rlf" else None
         settings = [] if preset else RLF_SB3_DEFAULTS
         algo = rlf.make("ppo", "gym:CartPole-v1", config_file=preset, overrides=[
             *settings, f"steps={args['steps']}", f"seed={seed}", "progress=false", "checkpoint_interval=0",
@@ -152,7 +153,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--defaults-steps", type=int, default=100_000)
     parser.add_argument("--zoo-steps", type=int, default=100_000, help="rl-zoo's n_timesteps for CartPole PPO")
-    parser.add_argument("--preset-steps", type=int, default=150_000, help="the rlf preset's run.steps")
+    parser.add_argument("--preset-steps", type=int, default=None,
+                        help="env steps of the rlf preset's runs (default: the preset's own run.steps)")
+    parser.add_argument("--rlf-preset", type=Path, default=PRESET,
+                        help="the rlf preset's config file (to compare a candidate with rl-zoo's)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every case (SB3 is fastest at 1)")
     parser.add_argument("--sb3-python", default=os.environ.get("SB3_PYTHON", "/tmp/sb3/bin/python"))
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run before it counts as failed")
@@ -161,6 +165,14 @@ def main() -> None:
                              "(steadier on a loaded machine; with 1 torch thread)")
     parser.add_argument("--quick", action="store_true", help="4,096 steps per run, 1 round: a smoke run")
     args = parser.parse_args()
+    if not args.rlf_preset.is_file():
+        raise UsageError(f"--rlf-preset {args.rlf_preset} is not a file; pass an rlf config file (TOML)")
+    if args.preset_steps is None:
+        try:
+            with open(args.rlf_preset, "rb") as handle:
+                args.preset_steps = int(tomllib.load(handle).get("run", {}).get("steps", 100_000))
+        except tomllib.TOMLDecodeError as error:
+            raise UsageError(f"--rlf-preset {args.rlf_preset} is not valid TOML ({error}); fix the file") from None
     if args.quick:
         args.defaults_steps = args.zoo_steps = args.preset_steps = 4096
         args.rounds = 1
@@ -176,7 +188,8 @@ def main() -> None:
         "presets": [Case("SB3 PPO, rl-zoo preset", sb3, "sb3", {"preset": "zoo", "steps": args.zoo_steps},
                          args.threads, peer=True),
                     Case("rlf PPO, examples/cartpole.toml", sys.executable, "rlf",
-                         {"preset": "rlf", "steps": args.preset_steps}, args.threads)],
+                         {"preset": "rlf", "steps": args.preset_steps, "config": str(args.rlf_preset.resolve())},
+                         args.threads)],
     }
     for name, cases in groups.items():
         if args.only and name != args.only:

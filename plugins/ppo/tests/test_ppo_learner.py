@@ -76,6 +76,27 @@ def test_learning_rate_anneals_linearly_over_the_run():
     assert [constant.learn(rollout)["learning_rate"] for _ in range(2)] == [0.01, 0.01]
 
 
+def test_clip_range_anneals_on_the_learning_rates_schedule_when_asked():
+    agent, learner = make_pair(single_spec(), steps=256, anneal_clip=True, clip_coef=0.2)
+    rollout = fake_rollout(agent, steps=16)  # 64 env steps
+    np.testing.assert_allclose([learner.learn(rollout)["clip_coef"] for _ in range(3)], [0.2, 0.15, 0.1])
+    _, constant = make_pair(single_spec(), steps=256, clip_coef=0.2)
+    assert [constant.learn(rollout)["clip_coef"] for _ in range(2)] == [0.2, 0.2]
+
+
+def test_the_annealed_clip_range_is_the_one_the_update_uses():
+    # At the end of the schedule the range is 0: every ratio that moved at all counts as clipped,
+    # where the full range of 0.3 clips none after the same small steps.
+    fractions = {}
+    for anneal in (False, True):
+        agent, learner = make_pair(single_spec(), steps=64, anneal_clip=anneal, anneal_lr=False, clip_coef=0.3,
+                                   lr=1e-4, epochs=3, minibatches=1)
+        rollout = fake_rollout(agent, steps=16)
+        learner.env_steps = 64
+        fractions[anneal] = learner.learn(rollout)["clip_fraction"]
+    assert fractions[False] == 0.0 and fractions[True] > 0.5
+
+
 def test_dead_steps_are_masked_out_of_the_update():
     spec = make_spec({"a": spaces.Box(-1, 1, (3,), np.float32), "b": spaces.Box(-1, 1, (3,), np.float32)},
                      {"a": spaces.Discrete(3), "b": spaces.Discrete(3)}, num_envs=3)
@@ -153,3 +174,69 @@ def test_bad_config_is_a_one_line_error(ppo_registry, override, message):
     with pytest.raises(ConfigError, match=message) as error:
         rlf.make("ppo", "gym:CartPole-v1", overrides=[override], registry=ppo_registry)
     assert "\n" not in str(error.value)
+
+
+def torch_path(learner):
+    """Send every agent of ``learner`` through autograd and torch's Adam instead of numpy."""
+    learner.numpy_updates.clear()
+    return learner
+
+
+@pytest.mark.parametrize("config", [
+    {},
+    {"activation": "relu", "hidden_sizes": [32, 16], "entropy_coef": 0.05, "max_grad_norm": 0.05,
+     "anneal_clip": True, "clip_coef": 0.05, "lr": 0.01, "minibatches": 8},
+])
+def test_the_numpy_update_takes_autograds_and_adams_steps(config):
+    agent, learner = make_pair(single_spec(), seed=3, **config)
+    reference_agent, reference = make_pair(single_spec(), seed=3, **config)
+    assert SINGLE_AGENT in learner.numpy_updates
+    torch_path(reference)
+    for seed in range(3):
+        rollout = fake_rollout(agent, steps=32, seed=seed)
+        metrics, expected = learner.learn(rollout), reference.learn(rollout)
+        for name, value in expected.items():
+            assert metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+    for key, value in weights(reference_agent)[SINGLE_AGENT].items():
+        np.testing.assert_allclose(weights(agent)[SINGLE_AGENT][key], value, rtol=1e-4, atol=1e-6)
+    ours, theirs = learner.optimizer.state_dict()["state"], reference.optimizer.state_dict()["state"]
+    assert ours.keys() == theirs.keys()
+    for index, state in theirs.items():
+        assert int(ours[index]["step"]) == int(state["step"])
+        np.testing.assert_allclose(ours[index]["exp_avg_sq"], state["exp_avg_sq"], rtol=1e-3, atol=1e-9)
+    # the numpy path's acting follows its parameters, which now live in one flat buffer
+    obs = {SINGLE_AGENT: rollout.obs[SINGLE_AGENT][0]}
+    np.testing.assert_allclose(agent.act(obs).extras[SINGLE_AGENT]["value"],
+                               agent._act_torch(obs, True).extras[SINGLE_AGENT]["value"], rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoints_move_between_the_numpy_and_the_torch_update():
+    def resumed(agent_state, learner_state, numpy: bool):
+        agent, learner = make_pair(single_spec(), seed=50)
+        if not numpy:
+            torch_path(learner)
+        agent.load_state_dict(agent_state)
+        learner.load_state_dict(learner_state)
+        return agent, learner
+
+    def assert_same_weights(agent, expected):
+        for key, value in expected.items():
+            np.testing.assert_allclose(weights(agent)[SINGLE_AGENT][key], value, rtol=1e-4, atol=1e-6)
+
+    agent, learner = make_pair(single_spec(), seed=2)
+    rollout = fake_rollout(agent)
+    learner.learn(rollout)
+    saved = agent.state_dict(), learner.state_dict()
+    learner.learn(rollout)
+    # a checkpoint of the numpy update, resumed by torch's
+    torch_agent, torch_learner = resumed(*saved, numpy=False)
+    torch_learner.learn(rollout)
+    assert_same_weights(torch_agent, weights(agent)[SINGLE_AGENT])
+    # and one of torch's, resumed by numpy's, with Adam's step counts carried on
+    saved = torch_agent.state_dict(), torch_learner.state_dict()
+    torch_learner.learn(rollout)
+    numpy_agent, numpy_learner = resumed(*saved, numpy=True)
+    assert SINGLE_AGENT in numpy_learner.numpy_updates
+    numpy_learner.learn(rollout)
+    assert_same_weights(numpy_agent, weights(torch_agent)[SINGLE_AGENT])
+    assert {int(s["step"]) for s in numpy_learner.optimizer.state.values()} == {3 * 4 * 4}

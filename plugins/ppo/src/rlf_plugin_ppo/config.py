@@ -20,6 +20,9 @@ class PPOConfig(OnPolicyConfig):
     epochs: int = Field(4, ge=1, le=100, description="Passes over each rollout per update.")
     minibatches: int = Field(4, ge=1, le=1024, description="Minibatches each rollout is split into per epoch.")
     clip_coef: float = Field(0.2, gt=0.0, le=1.0, description="Policy ratio clip range epsilon of the surrogate.")
+    anneal_clip: bool = Field(
+        False, description="Decay clip_coef linearly to 0 over run.steps, on the learning rate's schedule "
+                           "(rl-baselines3-zoo's linear clip_range).")
     value_clip: float = Field(
         0.0, ge=0.0, le=100.0,
         description="Clip the value change around the old value by this much (0 = plain squared error).")

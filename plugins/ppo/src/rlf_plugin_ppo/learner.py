@@ -20,6 +20,7 @@ from rlf.torch_utils import (
 from .config import PPOConfig
 from .extension import Minibatch, PPOExtension
 from .model import PPOAgent, snapshot
+from .numpy_update import NumpyUpdate
 
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -87,11 +88,21 @@ class PPOLearner(Learner):
         # default 64x64 networks by a quarter (docs/BENCHMARKS.md). Other devices take torch's default.
         self._fast_kernels = self.device.type in ("cpu", "cuda")
         self.optimizer = torch.optim.Adam(groups, lr=config.lr, eps=config.adam_eps, fused=self._fast_kernels or None)
+        # Small MLPs on the CPU learn in numpy (same maths, a fraction of torch's per-op overhead; see
+        # numpy_update.py); the acting views then follow the parameters into their flat buffer.
+        self.numpy_updates = {agent_id: NumpyUpdate(network, self.optimizer)
+                              for agent_id, network in agent.networks.items()
+                              if NumpyUpdate.supports(network, config.value_clip, extension is not None)}
+        for agent_id in self.numpy_updates:
+            if agent_id in agent.numpy_acting:
+                agent.numpy_acting[agent_id].refresh()
 
     # -- the update -----------------------------------------------------------------------------
     def learn(self, rollout: Rollout) -> dict[str, float]:
         self.agent.threads.for_learning()
-        learning_rate = self._set_learning_rate()
+        remaining = self._remaining()
+        learning_rate = self._set_learning_rate(remaining)
+        clip = self.config.clip_coef * (remaining if self.config.anneal_clip else 1.0)
         advantages, returns = self._targets(rollout)
         self.last_advantages, self.last_returns = advantages, returns
         per_agent: dict[str, list[float]] = defaultdict(list)
@@ -102,7 +113,7 @@ class PPOLearner(Learner):
             batch = self._flatten(rollout, agent_id, advantages[agent_id], returns[agent_id])
             if batch is None:  # the agent took no part in this rollout
                 continue
-            for name, value in self._update_agent(agent_id, batch, extension_stats).items():
+            for name, value in self._update_agent(agent_id, batch, clip, extension_stats).items():
                 per_agent[name].append(value)
             if batch.explained_variance is not None:
                 per_agent["explained_variance"].append(batch.explained_variance)
@@ -110,15 +121,21 @@ class PPOLearner(Learner):
         self.updates += 1
         metrics = {name: float(np.mean(values)) for name, values in per_agent.items()}
         metrics["learning_rate"] = learning_rate
+        metrics["clip_coef"] = clip
         metrics.update({name: float(np.mean(values)) for name, values in extension_stats.items()})
         if self.extension is not None:
             metrics.update(self.extension.metrics())
         return metrics
 
-    def _set_learning_rate(self) -> float:
+    def _remaining(self) -> float:
+        """The fraction of the run still ahead at this update (1 at the first, taken before this
+        rollout's steps are counted), which the linear schedules scale by."""
+        return max(0.0, 1.0 - self.env_steps / max(1, self.context.run.steps))
+
+    def _set_learning_rate(self, remaining: float) -> float:
         learning_rate = self.config.lr
         if self.config.anneal_lr:
-            learning_rate *= max(0.0, 1.0 - self.env_steps / max(1, self.context.run.steps))
+            learning_rate *= remaining
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate
         return learning_rate
@@ -181,16 +198,17 @@ class PPOLearner(Learner):
             explained_variance=explained,
         )
 
-    def _update_agent(self, agent_id: str, batch: AgentBatch,
+    def _update_agent(self, agent_id: str, batch: AgentBatch, clip: float,
                       extension_stats: dict[str, list[float]]) -> dict[str, float]:
         """Hook 3: ``epochs`` passes of shuffled minibatches; PPO's loss plus the extension's."""
         config = self.config
         network = self.agent.networks[agent_id]
-        clip = config.clip_coef
         count = len(batch.indices)
         splits = min(config.minibatches, count)
         # np.array_split's chunk sizes, cut from one index tensor per epoch (views, no per-minibatch copy)
         bounds = np.cumsum([0, *(len(part) for part in np.array_split(np.empty(count), splits))]).tolist()
+        if agent_id in self.numpy_updates:
+            return self._update_agent_numpy(self.numpy_updates[agent_id], batch, clip, bounds)
         stats: list[torch.Tensor] = []
         for _ in range(config.epochs):
             order = self.rng.permutation(count)
@@ -229,6 +247,32 @@ class PPOLearner(Learner):
                 self.optimizer.step()
         return self._means(stats)
 
+    def _update_agent_numpy(self, update: NumpyUpdate, batch: AgentBatch, clip: float,
+                            bounds: list[int]) -> dict[str, float]:
+        """``_update_agent``'s loop for a network that ``NumpyUpdate`` supports (no extension)."""
+        config = self.config
+        obs, actions, old_log_probs, advantages, returns = (
+            t.numpy() for t in (batch.obs, batch.actions, batch.old_log_probs, batch.advantages, batch.returns))
+        stats: list[np.ndarray] = []
+        try:
+            for _ in range(config.epochs):
+                order = self.rng.permutation(len(batch.indices))
+                for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+                    rows = order[start:stop]
+                    values, stop_now = update.minibatch(
+                        obs[rows], actions[rows], old_log_probs[rows], advantages[rows], returns[rows], clip,
+                        config.value_coef, config.entropy_coef, config.max_grad_norm, config.target_kl)
+                    stats.append(values)
+                    if stop_now:
+                        return self._numpy_means(stats)
+            return self._numpy_means(stats)
+        finally:
+            update.sync()
+
+    @staticmethod
+    def _numpy_means(stats: list[np.ndarray]) -> dict[str, float]:
+        return dict(zip(STAT_NAMES, np.mean(stats, axis=0).tolist(), strict=True))
+
     @staticmethod
     def _means(stats: list[torch.Tensor]) -> dict[str, float]:
         return dict(zip(STAT_NAMES, torch.stack(stats).mean(dim=0).tolist(), strict=True))
@@ -264,6 +308,8 @@ class PPOLearner(Learner):
                 param_state["step"] = step.reshape(())
         self.env_steps = int(state["env_steps"])
         self.updates = int(state["updates"])
+        for update in self.numpy_updates.values():
+            update.bind()  # the optimizer's state was replaced: point it back at the flat buffers
         self.rng.bit_generator.state = state["rng"]
         set_torch_rng_state(state["torch_rng"])
         if self.extension is not None:
