@@ -1,6 +1,6 @@
 """Start-up of `rlf train ppo --env mario` (8 subprocess envs): where the time to the first env step goes.
 
-    python benchmarks/mario_startup.py [--rounds 3] [--num-envs 8]
+    python benchmarks/mario_startup.py [--rounds 3] [--num-envs 8] [--baseline OTHER/.venv/bin/python]
 
 Each round starts a fresh interpreter (as a user's `rlf train` does) that runs the real CLI,
 `rlf train ppo --env mario --steps <num_envs> --no-progress`, with timers wrapped around the phases
@@ -10,12 +10,19 @@ interpreter start-up counts. Phases are printed as offsets from that start (star
   python + import rlf    interpreter start and `import rlf, rlf.cli` (no torch)
   check: probe env       the env built once in the main process to read its spaces (ROM load)
   env workers            the subprocess env groups started until every worker has built its env
-  build agent            PPO's agent, including `import torch` and the CNN's construction
-  build learner          PPO's learner (Adam's first construction imports parts of torch lazily)
+  build agent            PPO's agent, including `import torch` and the CNN's construction (in a
+                         background thread while the env workers start)
+  build learner          PPO's learner (Adam's first construction imports torch._dynamo lazily;
+                         finished in that thread, waited for only at the first update)
   reset                  the first reset of every env
   loggers on_start       CSV, TensorBoard (tensorboardX) and progress loggers starting
   first act              the first CNN forward pass on the 8 observations
   first env step         until the first vector step's results are back
+
+With ``--baseline``, another checkout's interpreter (its own rlf) is timed too, the two alternating
+round by round. Each round also prints the CPU seconds spent until the first env step: this
+process (all its threads), the env workers and their fork server (from /proc, Linux only); on a
+loaded machine that figure moves far less than the wall-clock offsets.
 
 "first env step" is the figure the issue's target is about (< 3 s). Phases may overlap when work
 runs in the background (the TensorBoard writer's import, for one). The medians over rounds are
@@ -107,20 +114,88 @@ def child(t0: float, num_envs: int) -> None:
             if "first env step" in events and "first env step done" not in events:
                 events["first env step"][1] = time.time() - t0
                 events["first env step done"] = []
+                cpu.update(cpu_to_now(self))
 
+    cpu: dict[str, float] = {}
     rlf.envs.GymVector.step_wait = first_wait
     with tempfile.TemporaryDirectory() as run_dir:
         code = rlf.cli.main(["train", "ppo", "--env", "mario", "--steps", str(num_envs), "--no-progress",
                              "--run-dir", str(Path(run_dir) / "run"), "--set", f"num_envs={num_envs}",
                              "--set", "checkpoint_interval=0"])
     events.pop("first env step done", None)
-    print(RESULT + json.dumps({"exit_code": code, "events": events}), flush=True)
+    print(RESULT + json.dumps({"exit_code": code, "events": events, "cpu": cpu}), flush=True)
+
+
+def cpu_to_now(envs) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process (all its threads), its env workers and
+    their fork server (a child of this process; the workers are its children, not ours)."""
+    import multiprocessing
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    pids = [process.pid for group in getattr(envs, "groups", []) for process in getattr(group, "processes", [])]
+    server = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
+    return {"main process": usage.ru_utime + usage.ru_stime, "env workers": sum(map(_proc_cpu, pids)),
+            "fork server": _proc_cpu(server) if server else 0.0}
+
+
+def _proc_cpu(pid: int) -> float:
+    """A live process's user + system CPU seconds, from /proc (0 where there is none: not Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_round(python: str, num_envs: int, label: str) -> dict:
+    t0 = time.time()
+    done = subprocess.run([python, __file__, "--child", repr(t0), "--num-envs", str(num_envs)],
+                          capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
+    if done.returncode != 0 or not lines:
+        print(f"{label} failed (exit code {done.returncode}):\n{done.stderr[-2000:]}", file=sys.stderr)
+        raise SystemExit(1)
+    result = json.loads(lines[-1][len(RESULT):])
+    if result["exit_code"] != 0:
+        print(f"{label}: rlf train exited with {result['exit_code']}:\n{done.stderr[-2000:]}", file=sys.stderr)
+        raise SystemExit(1)
+    print(f"\n{label} (whole process {time.time() - t0:.1f} s, load average {os.getloadavg()[0]:.1f})")
+    for name in PHASES:
+        if name in result["events"]:
+            start, end = result["events"][name]
+            print(f"  {name:20s} {start:6.2f} -> {end:6.2f}  ({end - start:5.2f} s)")
+    cpu = result.get("cpu") or {}
+    if cpu:
+        print("  CPU to the first env step: " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu.items())
+              + f", total {sum(cpu.values()):.2f} s")
+    return result
+
+
+def summary(name: str, results: list[dict]) -> None:
+    print(f"\n{name}: medians over {len(results)} rounds (offsets from process creation, seconds)")
+    print("| phase | start | end | duration |\n|---|---|---|---|")
+    for phase in PHASES:
+        spans = [r["events"][phase] for r in results if phase in r["events"]]
+        if spans:
+            start = statistics.median(s for s, _ in spans)
+            end = statistics.median(e for _, e in spans)
+            duration = statistics.median(e - s for s, e in spans)
+            print(f"| {phase} | {start:.2f} | {end:.2f} | {duration:.2f} |")
+    cpus = [r["cpu"] for r in results if r.get("cpu")]
+    if cpus:
+        print("CPU seconds to the first env step (median): "
+              + ", ".join(f"{k} {statistics.median(c.get(k, 0.0) for c in cpus):.2f}" for k in cpus[0])
+              + f", total {statistics.median(sum(c.values()) for c in cpus):.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="also time this interpreter's rlf (e.g. another checkout's .venv/bin/python), "
+                             "alternating with this one round by round")
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -129,38 +204,22 @@ def main() -> None:
     if args.rounds < 1 or args.num_envs < 1:
         print("error: --rounds and --num-envs must be at least 1", file=sys.stderr)
         raise SystemExit(2)
+    if args.baseline and not Path(args.baseline).is_file():
+        print(f"error: --baseline {args.baseline} is not an interpreter; pass e.g. /path/to/.venv/bin/python",
+              file=sys.stderr)
+        raise SystemExit(2)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} CPU cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
           f"(1/5/15 min), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    rounds: list[dict[str, list[float]]] = []
+    sides = {"this checkout": sys.executable, **({"baseline": args.baseline} if args.baseline else {})}
+    results: dict[str, list[dict]] = {name: [] for name in sides}
     for r in range(args.rounds):
-        t0 = time.time()
-        done = subprocess.run([sys.executable, __file__, "--child", repr(t0), "--num-envs", str(args.num_envs)],
-                              capture_output=True, text=True)
-        lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
-        if done.returncode != 0 or not lines:
-            print(f"round {r + 1} failed (exit code {done.returncode}):\n{done.stderr[-2000:]}", file=sys.stderr)
-            raise SystemExit(1)
-        result = json.loads(lines[-1][len(RESULT):])
-        if result["exit_code"] != 0:
-            print(f"round {r + 1}: rlf train exited with {result['exit_code']}:\n{done.stderr[-2000:]}",
-                  file=sys.stderr)
-            raise SystemExit(1)
-        rounds.append(result["events"])
-        print(f"\nround {r + 1}/{args.rounds} (whole process {time.time() - t0:.1f} s)")
-        for name in PHASES:
-            if name in result["events"]:
-                start, end = result["events"][name]
-                print(f"  {name:20s} {start:6.2f} -> {end:6.2f}  ({end - start:5.2f} s)")
-    print(f"\nmedians over {len(rounds)} rounds (offsets from process creation, seconds)")
-    print("| phase | start | end | duration |\n|---|---|---|---|")
-    for name in PHASES:
-        spans = [events[name] for events in rounds if name in events]
-        if spans:
-            start = statistics.median(s for s, _ in spans)
-            end = statistics.median(e for _, e in spans)
-            duration = statistics.median(e - s for s, e in spans)
-            print(f"| {name} | {start:.2f} | {end:.2f} | {duration:.2f} |")
+        order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
+        for name, python in order:
+            results[name].append(run_round(python, args.num_envs, f"round {r + 1}/{args.rounds}, {name}"))
+    for name, rows in results.items():
+        summary(name, rows)
+    print(f"\nload average after: {os.getloadavg()[0]:.1f} (1 min)")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from .config import (
     parse_overrides,
     validate,
 )
-from .envs import Collector, EnvFactory, action_kinds, describe_env, is_multi_agent, make_vector_env
+from .envs import Collector, EnvFactory, action_kinds, is_multi_agent, make_vector_env, prestart_workers
 from .errors import CheckpointError, ConfigError, IncompatibleError
 from .finite import check_tree
 from .interfaces import BuildContext
@@ -190,11 +190,8 @@ class Algorithm:
                             device=run.device, env_factory=self.factory)
 
     def _probe_spec(self):
-        env = self.factory()
-        try:
-            return describe_env(self.resolved.run.env, env, self.resolved.run.num_envs)
-        finally:
-            env.close()
+        # the factory keeps what this probe learns: the vector env built next does not build another
+        return self.factory.describe(self.resolved.run.env, self.resolved.run.num_envs)
 
     def _collector(self) -> Collector:
         spec = self.resolved.collector_spec
@@ -205,6 +202,9 @@ class Algorithm:
         """Everything that can be checked before the run directory exists: the environment builds and
         suits the algorithm, the plugin's builders import, the device exists. A failure then leaves
         nothing half-made behind. Returns the environment's spec."""
+        if self.resolved.collector_spec.name == "async":
+            # the core's subprocess envs: their fork server boots while the probe env is built
+            prestart_workers(self.factory)
         env_spec = self._probe_spec()
         check_compatible(self.resolved.algorithm, env_spec)
         check_builders(self.resolved.algorithm.build_agent, self.resolved.algorithm.build_learner)

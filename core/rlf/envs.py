@@ -12,12 +12,16 @@ under ``info["episode_metrics"]`` on the step that ends the episode.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import multiprocessing
 import os
+import pickle
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium
@@ -29,6 +33,18 @@ from .errors import EnvWorkerError, PluginError
 from .interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, AgentBatch, EnvSpec, StateTree
 
 
+@dataclass(frozen=True)
+class EnvProbe:
+    """What one built copy of an environment tells about every copy: enough to describe it
+    (``describe_env``) and to set up Gymnasium's vector envs, without building another one."""
+
+    multi_agent: bool
+    spec: EnvSpec
+    """Described with ``num_envs=1``; ``EnvFactory.describe`` fills in the real count."""
+    metadata: dict[str, Any]
+    render_mode: str | None
+
+
 @dataclass
 class EnvFactory:
     """A picklable recipe for one environment: the registered builder and its validated config."""
@@ -36,11 +52,43 @@ class EnvFactory:
     build_env: Callable[..., Any]
     config: Any
     render_mode: str | None = None
+    _probe: EnvProbe | None = field(default=None, init=False, repr=False, compare=False)
+    """The first probe's result. Building an env can take a second (Mario loads its ROM and plays
+    through the title screen): the run's check, the vector env and Gymnasium's groups all ask, and
+    they all get this one answer. Never pickled: a worker builds its own env."""
 
     def __call__(self) -> Any:
         if self.render_mode is None:
             return self.build_env(self.config)
         return self.build_env(self.config, render_mode=self.render_mode)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_probe": None}
+
+    def probe(self, name: str = "") -> EnvProbe:
+        """Build one env (the first time only), read what it tells about its kind, close it."""
+        if self._probe is None:
+            env = self()
+            try:
+                multi = is_multi_agent(env)
+                spec = describe_env(name, env, 1)
+                metadata = {} if multi else dict(getattr(env, "metadata", {}) or {})
+                self._probe = EnvProbe(multi, spec, metadata, None if multi else getattr(env, "render_mode", None))
+            finally:
+                env.close()
+        return self._probe
+
+    def describe(self, name: str, num_envs: int) -> EnvSpec:
+        """``describe_env`` of this factory's env, from the (cached) probe."""
+        spec = self.probe(name).spec
+        return replace(spec, name=name, num_envs=num_envs, metadata=dict(spec.metadata))
+
+
+def probe_of(factory: Callable[[], Any], name: str = "") -> EnvProbe:
+    """``factory.probe`` where the factory caches one (``EnvFactory``); a fresh probe for any other callable."""
+    if isinstance(factory, EnvFactory):
+        return factory.probe(name)
+    return EnvFactory(lambda _config: factory(), None).probe(name)
 
 
 def is_multi_agent(env: Any) -> bool:
@@ -313,11 +361,119 @@ def worker_context(factory: EnvFactory) -> str:
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"
-    builder = getattr(factory, "build_env", None)
-    module = getattr(builder, "__module__", None)
-    preload = ["rlf.envs", *([module] if module and module != "__main__" else [])]
-    multiprocessing.set_forkserver_preload(preload)
+    global _server_key
+    if _server_key is None:
+        # the first call starts the server: what it preloads (and prebuilds) is fixed from then on
+        module = _builder_module(factory)
+        preload = ["rlf.envs", *([module] if module else [])]
+        payload = _template_payload(factory)
+        if payload is not None:
+            preload.append("rlf._fork_template")
+            os.environ[_fork_template_variable()] = payload
+        multiprocessing.set_forkserver_preload(preload)
+        from multiprocessing import forkserver
+
+        try:
+            forkserver.ensure_running()
+        finally:
+            os.environ.pop(_fork_template_variable(), None)
+        _server_key = payload.partition(":")[0] if payload is not None else ""
     return "forkserver"
+
+
+_server_key: str | None = None
+"""None until this process started its fork server; then the key of the env template it holds ("": none)."""
+
+
+def _fork_template_variable() -> str:
+    from ._fork_template import VARIABLE
+
+    return VARIABLE
+
+
+def _builder_target(factory: Any) -> Any:
+    builder = getattr(factory, "build_env", None)
+    return getattr(builder, "target", builder)  # a LazyCallable ("module:function") or the function
+
+
+def _builder_module(factory: Any) -> str | None:
+    reference = getattr(getattr(factory, "build_env", None), "reference", None)
+    module = reference.partition(":")[0] if isinstance(reference, str) else getattr(_builder_target(factory),
+                                                                                     "__module__", None)
+    return module if module and module != "__main__" else None
+
+
+def _factory_key(factory: Any) -> tuple[str, bytes] | None:
+    try:
+        data = pickle.dumps(factory)
+    except Exception:  # not picklable here: the workers get it by cloudpickle, and build it themselves
+        return None
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def _template_payload(factory: Any) -> str | None:
+    """What the fork server needs to prebuild ``factory``'s env, if its builder asks for it
+    (``fork_template = True`` on the builder function: see rlf._fork_template)."""
+    if not getattr(_builder_target(factory), "fork_template", False):
+        return None
+    keyed = _factory_key(factory)
+    if keyed is None:
+        return None
+    return keyed[0] + ":" + base64.b64encode(keyed[1]).decode()
+
+
+def template_key(factory: Any) -> str | None:
+    """The key under which this process's fork server holds ``factory``'s env template, or None."""
+    if not _server_key:
+        return None
+    keyed = _factory_key(factory)
+    return keyed[0] if keyed is not None and keyed[0] == _server_key else None
+
+
+def prestart_workers(factory: EnvFactory) -> None:
+    """Start the fork server (``worker_context``) now, without waiting for it: its interpreter start,
+    imports and env template then overlap whatever this process does before it asks for the first
+    worker. Nothing if the platform has no fork server."""
+    worker_context(factory)
+
+
+class _ProbedEnv:
+    """Stands in for the env Gymnasium's ``AsyncVectorEnv`` builds in the main process only to read
+    its spaces and metadata: those come from the factory's probe instead of another build."""
+
+    def __init__(self, probe: EnvProbe):
+        self.metadata = dict(probe.metadata)
+        self.render_mode = probe.render_mode
+        self.observation_space = probe.spec.observation_spaces[SINGLE_AGENT]
+        self.action_space = probe.spec.action_spaces[SINGLE_AGENT]
+
+    def close(self) -> None:
+        pass
+
+
+class _WorkerEnvFn:
+    """An env builder for ``AsyncVectorEnv``: in the main process (where Gymnasium calls it once, for
+    the spaces) it answers with the probe; pickled to a worker, it builds the real env."""
+
+    def __init__(self, factory: Callable[[], Any], probe: EnvProbe | None, template: str | None = None):
+        self.factory = factory
+        self.probe = probe
+        self.template = template
+        """The key of the fork server's prebuilt copy of this env, if it holds one (``template_key``)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"factory": self.factory, "probe": None, "template": self.template}
+
+    def __call__(self) -> Any:
+        if self.probe is not None:
+            return _ProbedEnv(self.probe)
+        if self.template is not None:
+            from . import _fork_template
+
+            env = _fork_template.take(self.template)
+            if env is not None:
+                return env
+        return self.factory()
 
 
 WORKER_NICENESS = 19
@@ -395,7 +551,7 @@ class GymVector(VectorEnv):
         if subprocess:
             count = min(PIPELINE_PARTS, num_envs)
             sizes = [num_envs // count + (1 if i < num_envs % count else 0) for i in range(count)]
-            self.groups = [self._start_group(size) for size in sizes]
+            self.groups = self._start_groups(sizes)
         else:
             sizes = [num_envs]
             self.groups = [InProcessVectorEnv([factory] * num_envs)]
@@ -408,16 +564,40 @@ class GymVector(VectorEnv):
         first = self.groups[0]
         if isinstance(first, InProcessVectorEnv):
             self.spec = describe_env(name, first.envs[0], num_envs)
+        elif isinstance(factory, EnvFactory):
+            self.spec = factory.describe(name, num_envs)
         else:
-            probe = factory()
-            self.spec = describe_env(name, probe, num_envs)
-            probe.close()
+            self.spec = replace(probe_of(factory, name).spec, name=name, num_envs=num_envs)
+
+    def _start_groups(self, sizes: list[int]) -> list[gymnasium.vector.AsyncVectorEnv]:
+        """The groups, started at once: Gymnasium's constructor returns only when its workers have built
+        their envs, so one thread per group lets all workers build together rather than group by group."""
+        probe_of(self.factory, self.name)  # once, here, rather than in each thread
+        worker_context(self.factory)  # the fork server too (it reads os.environ as it starts)
+        if len(sizes) == 1:
+            return [self._start_group(sizes[0])]
+        with ThreadPoolExecutor(len(sizes), thread_name_prefix="rlf-env-group") as pool:
+            futures = [pool.submit(self._start_group, size) for size in sizes]
+        groups, errors = [], []
+        for future in futures:
+            try:
+                groups.append(future.result())
+            except BaseException as exc:
+                errors.append(exc)
+        if errors:
+            for group in groups:
+                self._kill(group)
+            raise errors[0]
+        return groups
 
     def _start_group(self, size: int) -> gymnasium.vector.AsyncVectorEnv:
+        context = worker_context(self.factory)
+        env_fn = _WorkerEnvFn(self.factory, probe_of(self.factory, self.name),
+                              template_key(self.factory) if context == "forkserver" else None)
         try:
-            group = gymnasium.vector.AsyncVectorEnv([self.factory] * size, shared_memory=True,
+            group = gymnasium.vector.AsyncVectorEnv([env_fn] * size, shared_memory=True,
                                                     autoreset_mode=AutoresetMode.SAME_STEP,
-                                                    context=worker_context(self.factory))
+                                                    context=context)
         except _WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
             raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
                                  "check that the environment can be built in a fresh process") from None
@@ -949,10 +1129,7 @@ class ParallelVector(VectorEnv):
 
 def make_vector_env(name: str, factory: EnvFactory, num_envs: int, subprocess: bool,
                     supervision: Supervision | None = None) -> VectorEnv:
-    probe = factory()
-    multi = is_multi_agent(probe)
-    probe.close()
-    if multi:
+    if probe_of(factory, name).multi_agent:
         return ParallelVector(name, factory, num_envs)
     return GymVector(name, factory, num_envs, subprocess, supervision)
 

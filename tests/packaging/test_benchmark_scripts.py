@@ -20,6 +20,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(("script", "option", "venv"), [
     ("dqn_cartpole.py", "--sb3-python", "pip install -c constraints.txt torch==2.13.0 stable-baselines3"),
     ("ppo_cartpole.py", "--sb3-python", "pip install -c constraints.txt torch==2.13.0 stable-baselines3"),
+    ("ppo_mario.py", "--sb3-python", "pip install -c constraints.txt torch==2.13.0 stable-baselines3 . plugins/mario"),
     ("tabular_chase.py", "--ppage-python", "pip install ppage==0.9.2"),
 ])
 def test_missing_peer_venv_is_one_line_naming_the_fix(tmp_path, script, option, venv):
@@ -52,3 +53,15 @@ def test_gpu_check_without_cuda_is_one_line():
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "docker/Dockerfile.gpu" in lines[0]
+
+
+def test_mario_budget_below_one_rollout_is_one_line():
+    done = run(str(PEERS / "ppo_mario.py"), "--steps", "100")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: --steps must be at least 1024 (one rollout) and --rounds at least 1"]
+
+
+def test_mario_startup_with_a_missing_baseline_is_one_line(tmp_path):
+    done = run(str(REPO / "benchmarks" / "mario_startup.py"), "--baseline", str(tmp_path / "python"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "--baseline" in done.stderr

@@ -4,7 +4,10 @@ save and log; a strategy only knows how to do one more unit of work."""
 from __future__ import annotations
 
 import math
+import os
 import sys
+import threading
+import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,8 +15,16 @@ from typing import Any
 import numpy as np
 
 from ..env_state import StateUnavailable, restore_vector, vector_state
-from ..envs import Collector, StepBatch, Supervision, VectorEnv, build_async_collector, build_sync_collector
-from ..interfaces import Agent, BuildContext, Learner, StateTree
+from ..envs import (
+    SYNC,
+    Collector,
+    StepBatch,
+    Supervision,
+    VectorEnv,
+    build_async_collector,
+    build_sync_collector,
+)
+from ..interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
 
 
 @dataclass
@@ -167,6 +178,7 @@ class BaseStrategy(TrainStrategy):
         self.collector = collector
         self.envs: VectorEnv | None = None
         self.agent: Agent | None = None
+        self._build: _BackgroundBuild | None = None
         self.learner: Learner | None = None
         self.obs = None
         self.tracker: EpisodeTracker | None = None
@@ -179,12 +191,38 @@ class BaseStrategy(TrainStrategy):
 
     def setup(self) -> None:
         run = self.context.run
-        self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
-        supervise(self.envs, run, self.algorithm, self.restarts_used)
+        build = None
+        if self.context.env_spec is not None and self.collector.name != SYNC.name:
+            # Out-of-process envs take seconds to start (8 Mario emulators) while this process only
+            # waits: the agent and learner (import torch, the CNN, Adam's lazy torch._dynamo import)
+            # are built meanwhile, from the spec the run's check read. In-process envs are built by
+            # this process itself: nothing to overlap.
+            build = _BackgroundBuild(self.algorithm, self.context)
+        try:
+            self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
+            supervise(self.envs, run, self.algorithm, self.restarts_used)
+            self.tracker = EpisodeTracker(self.envs.spec.agent_ids, run.num_envs, self.envs.spec.multi_agent)
+            if build is not None and self._pending_state is None:
+                # the first reset runs in the workers: overlapped with the build as well
+                self.obs = self.envs.reset(seed=run.seed + 7919 * self._reset_count)
+            agent = build.agent() if build is not None else None
+        except BaseException:
+            if build is not None:
+                build.wait()  # the envs' error is the one to report; the thread must not outlive setup
+            raise
+        if agent is not None and not _same_spec(build.spec, self.envs.spec):
+            build.wait()  # the envs turned out other than the check's probe: build for what they are
+            agent = build = None
         self.context.env_spec = self.envs.spec
-        self.agent = self.algorithm.build_agent(self.context)
-        self.learner = self.algorithm.build_learner(self.context, self.agent)
-        self.tracker = EpisodeTracker(self.envs.spec.agent_ids, run.num_envs, self.envs.spec.multi_agent)
+        if build is None:
+            self.agent = self.algorithm.build_agent(self.context)
+            self.learner = self.algorithm.build_learner(self.context, self.agent)
+        else:
+            # acting can start now; the learner is finished in the background and waited for where
+            # it is first needed (the first update, usually a whole rollout later)
+            self.agent, self._build = agent, build
+        if build is not None and self._pending_state is None:
+            return
         if self._pending_state is not None:
             self._restore(self._pending_state)
             inflight = self._pending_state.get("inflight")
@@ -193,6 +231,18 @@ class BaseStrategy(TrainStrategy):
                 return
         # Without env state to restore, a resumed run starts fresh episodes from a new seed.
         self.obs = self.envs.reset(seed=run.seed + 7919 * self._reset_count)
+
+    @property
+    def learner(self) -> Learner | None:
+        if self._build is not None:
+            build, self._build = self._build, None
+            self._learner = build.learner()  # the build's error, if it failed, is raised here
+        return self._learner
+
+    @learner.setter
+    def learner(self, value: Learner | None) -> None:
+        self._build = None
+        self._learner = value
 
     def weights(self) -> StateTree:
         return self.learner.weights()
@@ -253,6 +303,10 @@ class BaseStrategy(TrainStrategy):
         load_into(self.tracker, state.get("episodes"), "episode tracker")
 
     def teardown(self) -> None:
+        if self._build is not None:  # never waited for (a failed or interrupted start): no error twice
+            build, self._build = self._build, None
+            build.wait()
+            self._learner = build.built_learner
         if self.learner is not None:
             self.learner.close()
         if self.envs is not None and self.tracker is not None and self.obs is not None:
@@ -260,6 +314,85 @@ class BaseStrategy(TrainStrategy):
         if self.envs is not None:
             self.envs.close()
             self.envs = None
+
+
+class _BackgroundBuild:
+    """``build_agent`` then ``build_learner`` in a thread, in the order ``setup`` builds them in (the
+    global RNG streams they draw from, and the weights, are those of a build in the main thread). The
+    agent can be taken as soon as it is built, the learner later."""
+
+    def __init__(self, algorithm: Any, context: BuildContext):
+        self.spec = context.env_spec
+        self.context = context
+        self.algorithm = algorithm
+        self.built_agent: Any = None
+        self.built_learner: Any = None
+        self._error: BaseException | None = None
+        self._threads: int | None = None
+        self._agent_done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rlf-build-agent", daemon=False)
+        _PENDING.add(self)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            try:
+                self.built_agent = self.algorithm.build_agent(self.context)
+                torch = sys.modules.get("torch")
+                if torch is not None:
+                    self._threads = torch.get_num_threads()
+            finally:
+                self._agent_done.set()
+            self.built_learner = self.algorithm.build_learner(self.context, self.built_agent)
+        except BaseException as exc:  # handed to the main thread by agent() / learner()
+            self._error = exc
+        finally:
+            _PENDING.discard(self)
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def agent(self) -> Any:
+        """The agent once built; the build's exception, raised here."""
+        self._agent_done.wait()
+        if self.built_agent is None:
+            self.wait()
+            raise self._error
+        torch = sys.modules.get("torch")
+        if self._threads is not None and torch is not None and torch.get_num_threads() != self._threads:
+            # torch's intra-op thread count is per thread (OpenMP): what the builder chose for acting
+            # must hold in the thread that acts
+            torch.set_num_threads(self._threads)
+        return self.built_agent
+
+    def learner(self) -> Any:
+        """The learner once built; the build's exception, raised here."""
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        return self.built_learner
+
+
+_PENDING: weakref.WeakSet[_BackgroundBuild] = weakref.WeakSet()
+"""Builds whose thread is still running."""
+
+
+def _finish_pending_builds() -> None:
+    """Before this process forks (A3C's workers, off-policy actors): a build half done in another
+    thread would be copied half done, and its thread not at all."""
+    for build in list(_PENDING):
+        build.wait()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_finish_pending_builds)
+
+
+def _same_spec(a: EnvSpec, b: EnvSpec) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # metadata values that do not compare (arrays): build again to be safe
+        return False
 
 
 def say_fresh_episodes(reason: str) -> None:

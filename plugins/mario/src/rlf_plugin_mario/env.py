@@ -278,3 +278,9 @@ def make_mario(config: MarioConfig | Mapping[str, Any] | None = None, render_mod
 
         env = MarioSparseReward(env, flag_only=config.extrinsic_reward == "flag")
     return env
+
+
+# Subprocess workers start from a copy of one Mario env their fork server builds (rlf._fork_template):
+# building one plays the emulator through the title screen (~220 frames, a quarter of a CPU second
+# per worker), and a forked nes-py emulator is a working one (plain memory, no threads or OS handles).
+make_mario.fork_template = True  # type: ignore[attr-defined]

@@ -1,0 +1,174 @@
+"""PPO on Super Mario Bros 1-1 against Stable-Baselines3, over a whole run, start-up included: 8
+subprocess envs, identical hyperparameters and the identical env on both sides, alternating rounds,
+each run in a fresh process.
+
+    python benchmarks/peers/ppo_mario.py                        # 8,192 env steps, 3 rounds
+    python benchmarks/peers/ppo_mario.py --steps 16384 --rounds 3
+    python benchmarks/peers/ppo_mario.py --quick                # 2,048 steps, 1 round: does it run?
+
+Run it with rlf's interpreter; SB3 runs in its own venv, which needs the Mario env importable (the
+same ``rlf_plugin_mario`` env on both sides: frame skip 4 with max-pool, grayscale 84x84, 4 stacked
+frames, SIMPLE_MOVEMENT, the game's reward). Made once with (nothing here installs anything):
+
+    python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 stable-baselines3 \\
+        . plugins/mario
+
+Hyperparameters (both): 128 steps per env per rollout (1,024 samples), 4 epochs, minibatch 256, Adam
+lr 2.5e-4 constant (eps 1e-5), gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad norm
+0.5, Nature CNN (512 features) shared by actor and critic, pixels / 255. SB3's envs:
+``SubprocVecEnv`` (forkserver, as its default on Linux); rlf's: ``vector=async`` (its default for Mario).
+
+Reported per case (medians): **whole run** = env steps / seconds from creating the child process to
+its exit (interpreter start, imports, env workers, model, training, teardown: what a user waits for);
+training only = env steps / seconds of ``learn()`` (SB3: from building the vector env to the end of
+``learn``) or ``train()`` (rlf; both imports done before that timer); main-process CPU seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    Case,
+    UsageError,
+    alternate,
+    check_python,
+    emit,
+    machine_line,
+    main_guard,
+    median,
+    print_table,
+    worker_arguments,
+)
+
+SB3_VENV = ("python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 "
+            "stable-baselines3 . plugins/mario")
+NUM_ENVS, ROLLOUT, EPOCHS, BATCH = 8, 128, 4, 256
+RLF_SETTINGS = [f"num_envs={NUM_ENVS}", "vector='async'", f"algo.rollout_steps={ROLLOUT}", f"algo.epochs={EPOCHS}",
+                f"algo.minibatches={NUM_ENVS * ROLLOUT // BATCH}", "algo.lr=0.00025", "algo.anneal_lr=false",
+                "algo.adam_eps=1e-05", "algo.gamma=0.99", "algo.gae_lambda=0.95", "algo.clip_coef=0.2",
+                "algo.value_clip=0.0", "algo.entropy_coef=0.01", "algo.value_coef=0.5", "algo.max_grad_norm=0.5",
+                "algo.network='cnn'", "algo.cnn_features=512"]
+
+
+def sb3_worker(seed: int, threads: int, args: dict) -> dict:
+    import torch
+    from rlf_plugin_mario.config import MarioConfig
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    torch.set_num_threads(threads)
+    start, cpu = time.perf_counter(), time.process_time()
+    env = SubprocVecEnv([_Builder(MarioConfig()) for _ in range(NUM_ENVS)])
+    env.seed(seed)
+    model = PPO("CnnPolicy", env, n_steps=ROLLOUT, batch_size=BATCH, n_epochs=EPOCHS, learning_rate=2.5e-4,
+                gamma=0.99, gae_lambda=0.95, clip_range=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+                seed=seed, device="cpu", verbose=0)
+    model.learn(total_timesteps=args["steps"])
+    steps = model.num_timesteps
+    env.close()
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"steps": steps, "train_seconds": seconds, "cpu_seconds": cpu}
+
+
+class _Builder:
+    """A picklable env builder for SubprocVecEnv (a lambda would need cloudpickle to reach the worker)."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def __call__(self):
+        from rlf_plugin_mario.env import make_mario
+
+        return make_mario(self.config)
+
+
+def rlf_worker(seed: int, threads: int, args: dict) -> dict:
+    import rlf
+
+    with tempfile.TemporaryDirectory() as run_dir:
+        overrides = [*RLF_SETTINGS, f"steps={args['steps']}", f"seed={seed}", "progress=false",
+                     "checkpoint_interval=0", f"run_dir='{run_dir}/run'"]
+        if not args["plan"]:
+            overrides.append(f"algo.torch_threads={threads}")
+        algo = rlf.make("ppo", "mario", overrides=overrides)
+        start, cpu = time.perf_counter(), time.process_time()
+        algo.train()
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"steps": int(algo.counters["env_steps"]), "train_seconds": seconds, "cpu_seconds": cpu}
+
+
+WORKERS = {"sb3": sb3_worker, "rlf": rlf_worker}
+
+
+def column(key: str, fmt: str):
+    def render(rows: list[dict]) -> str:
+        return fmt.format(median([r[key] for r in rows]))
+    return render
+
+
+def main() -> None:
+    worker = worker_arguments()
+    if worker is not None:
+        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8192, help="env steps per run (default 8192)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sb3-python", default="/tmp/sb3/bin/python")
+    parser.add_argument("--sb3-threads", type=int, default=1, help="torch threads in SB3's process (default 1)")
+    parser.add_argument("--quick", action="store_true", help="2,048 steps, 1 round")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.rounds = 2048, 1
+    if args.steps < NUM_ENVS * ROLLOUT or args.rounds < 1:
+        raise UsageError(f"--steps must be at least {NUM_ENVS * ROLLOUT} (one rollout) and --rounds at least 1")
+    sb3 = check_python(args.sb3_python, "stable_baselines3, rlf_plugin_mario", SB3_VENV)
+    print(machine_line())
+    print(f"PPO Mario 1-1, {NUM_ENVS} subprocess envs, {ROLLOUT} steps x {EPOCHS} epochs x batch {BATCH}, "
+          f"{args.steps:,} env steps per run, {args.rounds} round(s) alternating")
+    if args.sb3_threads < 1:
+        raise UsageError("--sb3-threads must be at least 1")
+    cores = os.cpu_count() or 1
+    # rlf keeps its own plan (algo.torch_threads=0: one thread while acting, torch's default, here
+    # OMP_NUM_THREADS = the cores, while learning)
+    cases = [Case(f"SB3 {_sb3_version(sb3)}, {args.sb3_threads} torch thread(s)", sb3, "sb3",
+                  {"steps": args.steps}, threads=args.sb3_threads, peer=True),
+             Case("rlf, torch threads plan", sys.executable, "rlf", {"steps": args.steps, "plan": True},
+                  threads=cores)]
+    results = alternate(Path(__file__), cases, args.rounds, args.seed, args.timeout)
+    for rows in results.values():
+        for row in rows:
+            row["whole_run_steps_per_second"] = row["steps"] / row["process_seconds"]
+            row["train_steps_per_second"] = row["steps"] / row["train_seconds"]
+            row["startup_and_teardown_seconds"] = row["process_seconds"] - row["train_seconds"]
+    print_table("whole run (process creation to exit)",
+                [("env steps/s, whole run", column("whole_run_steps_per_second", "{:.1f}")),
+                 ("process seconds", column("process_seconds", "{:.1f}")),
+                 ("env steps/s, training only", column("train_steps_per_second", "{:.1f}")),
+                 ("outside training, s", column("startup_and_teardown_seconds", "{:.1f}")),
+                 ("main-process CPU s (training)", column("cpu_seconds", "{:.1f}"))],
+                results, cases, "whole_run_steps_per_second",
+                f"medians of {args.rounds}; rlf/peer = whole-run env steps/s over SB3's (target >= 1.3x)")
+    peer, ours = (median([r["train_steps_per_second"] for r in results[c.name]]) for c in cases)
+    print(f"\ntraining only, rlf/SB3: {ours / peer:.2f}x")
+
+
+def _sb3_version(python: str) -> str:
+    import subprocess
+
+    done = subprocess.run([python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    return done.stdout.strip() or "?"
+
+
+if __name__ == "__main__":
+    main_guard(main)
