@@ -223,6 +223,15 @@ def _mark_done(run: PlannedRun, env_steps: int) -> None:
     (run.path / DONE_FILE).write_text(json.dumps({"env_steps": env_steps, "finished_at": time.time()}))
 
 
+def _evaluated_since_done(run: PlannedRun, target) -> bool:
+    # A run continued to a bigger budget is marked done again: an evaluation older than that mark is
+    # of an earlier checkpoint and is redone rather than published beside the new training figures.
+    try:
+        return target.stat().st_mtime_ns >= (run.path / DONE_FILE).stat().st_mtime_ns
+    except FileNotFoundError:
+        return False
+
+
 def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], registry=None,
                  mode: str = "greedy") -> bool:
     """Evaluation episodes of a finished run (``mode`` greedy or stochastic), one row each in
@@ -232,7 +241,7 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], reg
     from . import api
 
     target = run.path / FINAL_EVAL_FILES[mode]
-    if episodes < 1 or target.is_file() or _done_steps(run) is None:
+    if episodes < 1 or _done_steps(run) is None or _evaluated_since_done(run, target):
         return False
     algo = api.load(run.path, registry=registry)
     algo.evaluate(episodes=episodes, stochastic=mode == "stochastic")

@@ -114,6 +114,12 @@ def test_runs_resumes_skips_and_reports(registry, experiment_file, tmp_path):
         "short/linear-pg-seed0": "resumed"}
     assert any("resuming at env step 400 of 600" in line for line in log)
     assert json.loads((bigger.runs[0].path / "experiment.json").read_text())["env_steps"] == 600
+    # ... and evaluates the new final checkpoint instead of keeping the 400-step evaluation
+    assert any(line.startswith("short/linear-pg-seed0: 3 greedy evaluation episodes") for line in log)
+    log.clear()
+    assert run_experiment(bigger, log=log.append, registry=registry, report=False) == {
+        "short/linear-pg-seed0": "done"}
+    assert not any("evaluation episodes" in line for line in log)
 
     # a run killed before its first checkpoint starts over; the old directory is kept aside
     broken = load_experiment(experiment_file, only=["long/linear-pg-seed0"])
