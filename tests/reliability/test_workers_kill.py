@@ -90,11 +90,16 @@ def test_with_restarts_only_the_killed_worker_is_replaced_and_the_budget_survive
     assert counters["env_restarts"] == 1 and counters["episodes_dropped"] == 1
 
     # env_restarts is a budget for the whole run: after --resume its one restart is spent
+    logged = len((run / "metrics.csv").read_text().splitlines())
     process = start_rlf("train", "--resume", str(run), "--steps", "10000000", cwd=tmp_path)
     try:
         workers = wait_for(lambda: len(env_workers(process.pid)) == 4 and env_workers(process.pid), 240,
                            "the resumed run's env workers", process)
-        os.kill(workers[1], signal.SIGKILL)  # of the first group, which is started: lost at reset or step
+        # both worker groups start at once: a worker killed before its group is up is a failed start,
+        # not the lost worker this checks, so wait for the resumed run's first logged steps
+        wait_for(lambda: len((run / "metrics.csv").read_text().splitlines()) > logged, 240,
+                 "the resumed run's first metrics row", process)
+        os.kill(workers[1], signal.SIGKILL)  # a started worker: lost at step
         _, stderr = process.communicate(timeout=60)
     finally:
         if process.poll() is None:

@@ -124,5 +124,7 @@ def test_training_survives_losing_a_worker_node_mid_run(cluster, tmp_path):
     assert algo.counters["env_steps"] == 800
     assert envs.placement == [kept.node_id] * 4  # the lost node's actors came back on the other one
     last = read_csv(tmp_path / "run" / "metrics.csv")[-1]
-    assert last["env_restarts"] == 2.0 and last["episodes_dropped"] >= 2.0
+    # both lost envs restart; each drops its episode if that had taken a step: an untrained CartPole
+    # episode lasts ~20 steps, so one of the two may have just reset when the node went (1 or 2)
+    assert last["env_restarts"] == 2.0 and 1.0 <= last["episodes_dropped"] <= 2.0
 
