@@ -21,7 +21,9 @@ The file (TOML)::
 
     [algorithms.ppo]              # in the order they should run; each may add
     seeds = [0, 1]                #   seeds, settings = [...] (a subset), config = "file.toml"
-    [algorithms.random]           #   (relative to this file) and its own run/algo/env tables
+    steps = 1_000_000             #   (relative to this file), its own budget (steps = N, or a table
+                                  #   {setting = N}) and its own
+    [algorithms.random]           #   run/algo/env tables
 
 Layering for one run, lowest first: the algorithm's defaults < the shared tables < the algorithm's
 config file < its own tables < the setting's tables < ``--set``. The setting comes last because it is
@@ -51,7 +53,7 @@ from .errors import ConfigError
 
 EXPERIMENT_KEYS = {"env", "steps", "seeds", "runs_dir", "metrics", "last", "eval_episodes", "eval_modes", "plot_metric",
                    "smooth", "description"}
-ALGORITHM_KEYS = {"seeds", "settings", "config", *SECTIONS}
+ALGORITHM_KEYS = {"seeds", "settings", "config", "steps", *SECTIONS}
 FINAL_EVAL_FILES = {"greedy": "final_eval.csv", "stochastic": "final_eval_stochastic.csv"}  # results.SOURCES
 FINAL_EVAL_SOURCES = {"greedy": "final", "stochastic": "final-stochastic"}
 DONE_FILE = "experiment.json"
@@ -65,6 +67,7 @@ class PlannedRun:
     seed: int
     config: dict[str, dict[str, Any]]
     path: Path
+    steps: int                             # this run's budget in env steps
 
 
 @dataclass
@@ -113,9 +116,7 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
     _unknown(list(head), EXPERIMENT_KEYS, f"{where} [experiment]")
     if "env" not in head:
         raise ConfigError(f'{where}: [experiment] needs env = "..." (one environment for every run)')
-    budget = int(steps if steps is not None else head.get("steps", 100_000))
-    if budget < 1:
-        raise ConfigError("the budget (--steps or [experiment] steps) must be at least 1 env step")
+    budget = _budget(steps if steps is not None else head.get("steps", 100_000), "--steps or [experiment] steps")
     default_seeds = list(seeds if seeds is not None else head.get("seeds", [0]))
     shared = {section: dict(_table(data, section, where)) for section in SECTIONS}
     settings = _table(data, "settings", where) or {"default": {}}
@@ -149,10 +150,13 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
             config = merge(config, {s: setting_tables.get(s, {}) for s in SECTIONS})
             config = merge(config, extra)
             algo_seeds = list(seeds) if seeds is not None else list(spec.get("seeds", default_seeds))
+            # --steps on the command line wins over every file budget (a quick trial of the whole file)
+            run_budget = budget if steps is not None else _algorithm_budget(spec, algorithm, setting, budget)
             for seed in algo_seeds:
                 name = f"{setting}/{algorithm}-seed{seed}"
-                run_config = merge(config, {"run": {"steps": budget, "seed": int(seed)}})
-                planned.append(PlannedRun(name, setting, algorithm, int(seed), run_config, out_dir / name))
+                run_config = merge(config, {"run": {"steps": run_budget, "seed": int(seed)}})
+                planned.append(PlannedRun(name, setting, algorithm, int(seed), run_config, out_dir / name,
+                                          run_budget))
     if only:
         planned = [run for run in planned if any(fnmatch.fnmatchcase(run.name, p) for p in only)]
         if not planned:
@@ -170,6 +174,20 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
                       int(head.get("smooth", 10)), planned)
 
 
+def _budget(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} = {value!r}: the budget must be a whole number of env steps, at least 1")
+    return value
+
+
+def _algorithm_budget(spec: dict, algorithm: str, setting: str, default: int) -> int:
+    """``steps = N`` for every setting, or ``steps = {game = N, none = M}`` (a setting left out: the default)."""
+    value = spec.get("steps", default)
+    if isinstance(value, dict):
+        return _budget(value.get(setting, default), f"[algorithms.{algorithm}] steps.{setting}")
+    return _budget(value, f"[algorithms.{algorithm}] steps")
+
+
 def _done_steps(run: PlannedRun) -> int | None:
     """Env steps a finished run reached (None: not finished)."""
     marker = run.path / DONE_FILE
@@ -185,11 +203,12 @@ def _sigterm_as_interrupt(signum, frame):  # a `kill` saves a checkpoint like Ct
     raise KeyboardInterrupt
 
 
-def train_one(run: PlannedRun, env: str, steps: int, log: Callable[[str], None], registry=None) -> str:
-    """Train (or resume, or skip) one run; returns what happened."""
+def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=None) -> str:
+    """Train (or resume, or skip) one run to its budget; returns what happened."""
     from . import api
     from .api import CHECKPOINT_FILE
 
+    steps = run.steps
     done = _done_steps(run)
     if done is not None and done >= steps:
         return "done"
@@ -279,7 +298,7 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
                     continue
                 try:
                     if phase == "train":
-                        outcomes[run.name] = train_one(run, experiment.env, experiment.steps, log, registry)
+                        outcomes[run.name] = train_one(run, experiment.env, log, registry)
                     else:
                         for mode in experiment.eval_modes:
                             evaluate_one(run, experiment.eval_episodes, log, registry, mode)
@@ -310,7 +329,7 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
     runs = find_runs(paths)
     written = []
     sections = [f"# {experiment.path.stem}\n",
-                f"Budget {experiment.steps} env steps per run; runs in {experiment.runs_dir}.\n",
+                f"Budget {_budgets(experiment)} env steps per run; runs in {experiment.runs_dir}.\n",
                 f"## Last {experiment.last} training episodes (all of them where a run has fewer)\n",
                 format_table(compare(runs, experiment.metrics, "train", experiment.last), experiment.metrics)]
     for mode, name in FINAL_EVAL_FILES.items():
@@ -339,6 +358,13 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
     return written
 
 
+def _budgets(experiment: Experiment) -> str:
+    per_algorithm = {run.algorithm: run.steps for run in experiment.runs}
+    if len(set(per_algorithm.values())) <= 1:
+        return str(next(iter(per_algorithm.values()), experiment.steps))
+    return ", ".join(f"{name} {steps}" for name, steps in per_algorithm.items())
+
+
 def main(args) -> int:
     experiment = load_experiment(args.file, steps=args.steps, seeds=args.seeds, eval_episodes=args.eval_episodes,
                                  runs_dir=args.runs_dir,
@@ -346,9 +372,9 @@ def main(args) -> int:
     if args.dry_run:
         for run in experiment.runs:
             done = _done_steps(run)
-            state = "done" if done is not None and done >= experiment.steps else (
+            state = "done" if done is not None and done >= run.steps else (
                 "partial" if run.path.exists() else "to do")
-            print(f"{run.name:<32} {state:<8} {run.path}")
+            print(f"{run.name:<32} {state:<8} {run.steps:>10} {run.path}")
         return 0
 
     def log(message: str) -> None:

@@ -67,7 +67,25 @@ def test_plan_layers_settings_last_and_filters(experiment_file):
     assert subset.runs[0].config["run"]["steps"] == 50 and subset.runs[0].config["env"]["length"] == 5
 
 
+def test_per_algorithm_budgets(experiment_file):
+    text = experiment_file.read_text()
+    text = text.replace("[algorithms.linear-pg.algo]", "[algorithms.linear-pg.steps]\nlong = 900\n"
+                                                       "[algorithms.linear-pg.algo]")
+    text = text.replace('settings = ["short"]', 'settings = ["short"]\nsteps = 700')
+    experiment_file.write_text(text)
+    budgets = {run.name: run.steps for run in load_experiment(experiment_file).runs}
+    assert budgets == {"short/linear-pg-seed0": 400, "short/linear-pg-seed1": 400, "short/tabular-q-seed0": 700,
+                       "long/linear-pg-seed0": 900, "long/linear-pg-seed1": 900}
+    assert all(run.config["run"]["steps"] == run.steps for run in load_experiment(experiment_file).runs)
+    # --steps is a trial of the whole file: it overrides every budget the file sets
+    assert {run.steps for run in load_experiment(experiment_file, steps=50).runs} == {50}
+
+
 @pytest.mark.parametrize("text, message", [
+    ("[experiment]\nenv='line'\nsteps='abc'\n[algorithms.x]\n", "steps = 'abc': the budget must be a whole"),
+    ("[experiment]\nenv='line'\nsteps=true\n[algorithms.x]\n", "steps = True: the budget"),
+    ("[experiment]\nenv='line'\n[algorithms.x]\nsteps=64.5\n", "[algorithms.x] steps = 64.5"),
+    ("[experiment]\nenv='line'\n[algorithms.x]\nsteps={default=0}\n", "[algorithms.x] steps.default = 0"),
     ("[experiment]\nenv='line'\n", "no [algorithms.<name>] tables"),
     ("[experiment]\nsteps=5\n[algorithms.x]\n", 'needs env = "..."'),
     ("[experiment]\nenv='line'\nbudget=5\n[algorithms.x]\n", "unknown key(s) ['budget']"),
