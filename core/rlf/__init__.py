@@ -47,6 +47,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "make": ("api", "make"),
     "load": ("api", "load"),
+    "export": ("api", "export"),
     "resolve": ("api", "resolve"),
     "Algorithm": ("api", "Algorithm"),
     "compute_gae": ("training.on_policy", "compute_gae"),

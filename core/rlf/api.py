@@ -178,6 +178,8 @@ class Algorithm:
         """Where the last ``train()`` left the trainer's loop (a later ``train()`` continues it)."""
         self.stop_reason: str | None = None
         """Why the last ``train()`` stopped before its budget (a ``stop_at`` callback), else None."""
+        self._weights_only = False
+        """Loaded from an ``export``ed agent: it evaluates, it does not train."""
 
     # -- construction ---------------------------------------------------------------------------
     @property
@@ -222,6 +224,9 @@ class Algorithm:
         own run (after ``rlf.load(run_dir)`` or an earlier ``train()``) first cuts ``metrics.csv`` and
         ``episodes.csv`` back to the checkpoint's env step.
         """
+        if self._weights_only:
+            raise ConfigError("this is an exported agent (weights only: no optimizer, replay or RNG state), which "
+                              "rlf can evaluate but not train; resume the run it came from instead")
         run = self.resolved.run
         done = int(self.counters.get("env_steps", 0))
         target = run.steps if steps is None else steps
@@ -453,9 +458,12 @@ def make(algorithm: str, env: str | None = None, *, config_file: Path | None = N
                              registry=registry), registry=registry)
 
 
-def load(path: Path | str, registry: Registry | None = None, overrides: Iterable[str] = ()) -> Algorithm:
-    """An Algorithm from a checkpoint file or a run directory; training continues from it."""
-    path = Path(path)
+WEIGHTS_ONLY = "agent-weights"
+"""The ``contents`` of a file ``export`` wrote: the agent's state and the config, nothing to resume from."""
+
+
+def _checkpoint_of(path: Path) -> tuple[Path, Path | None]:
+    """(the checkpoint file, the run directory or None) for a run directory or a checkpoint file."""
     run_dir = None
     if path.is_dir():
         run_dir = path
@@ -468,6 +476,13 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
                                   f"one); start it again with `rlf train ALGO --run-dir {run_dir} --overwrite`")
     elif not path.exists():
         raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
+    return path, run_dir
+
+
+def load(path: Path | str, registry: Registry | None = None, overrides: Iterable[str] = ()) -> Algorithm:
+    """An Algorithm from a checkpoint file or a run directory; training continues from it (not from
+    an exported agent, which can only be evaluated)."""
+    path, run_dir = _checkpoint_of(Path(path))
     try:
         state = ckpt.load(path)
         checked = ckpt.validate_state(path, state)
@@ -496,7 +511,34 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     algo.counters = dict(checked.counters)
     algo._agent_state = state["strategy"]["agent"]
     algo._pending = state
+    algo._weights_only = state.get("contents") == WEIGHTS_ONLY
     return algo
+
+
+def export(source: Path | str, target: Path | str, overwrite: bool = False) -> dict[str, Any]:
+    """Write the agent of a run (its latest checkpoint) or of a checkpoint file to ``target``: the
+    weights and the config, without the learner's optimizer, replay buffer, env or RNG state. The file
+    is what ``rlf eval`` needs to play, a fraction of a checkpoint's size, and cannot be resumed."""
+    path, _ = _checkpoint_of(Path(source))
+    target = Path(target)
+    if target.suffix != ".rlf":
+        raise ConfigError(f"{target}: name the exported agent <name>.rlf (what rlf eval reads)")
+    if target.is_dir() or target.is_symlink() or (target.exists() and not overwrite):
+        raise ConfigError(f"{target} already exists; pick another name, or pass --overwrite to replace it")
+    if target.resolve() == path.resolve():
+        raise ConfigError(f"{target} is the checkpoint being exported; write the agent to another file")
+    state = ckpt.load(path)
+    checked = ckpt.validate_state(path, state)
+    config = {section: dict(values) for section, values in state["config"].items()}
+    config["run"]["run_dir"] = None
+    agent = {key: state[key] for key in ("rlf_version", "plugins", "saved_at") if key in state}
+    agent.update(contents=WEIGHTS_ONLY, config=config, counters=dict(checked.counters), rng=state["rng"],
+                 strategy={"agent": state["strategy"]["agent"], "learner": None})
+    check_tree(agent["strategy"], "strategy", f"the agent of {path}", None)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    ckpt.save(target, agent)
+    return {"path": str(target), "bytes": target.stat().st_size, "checkpoint_bytes": path.stat().st_size,
+            "env_steps": int(checked.counters.get("env_steps", 0))}
 
 
 def _refuse_changed_names(stored: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]]) -> None:
@@ -508,4 +550,4 @@ def _refuse_changed_names(stored: Mapping[str, Any], overrides: Mapping[str, Map
                               f"({stored.get(key)!r}); start a new run to train another")
 
 
-__all__ = ["Algorithm", "Resolved", "load", "make", "resolve", "check_compatible", "is_multi_agent"]
+__all__ = ["Algorithm", "Resolved", "load", "make", "resolve", "check_compatible", "is_multi_agent", "export"]

@@ -53,6 +53,15 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--tensorboard", action="store_true",
                           help="also put the video in the run's TensorBoard files (tag eval/video)")
 
+    export = sub.add_parser("export", help="write a run's agent (weights and config only) to a small file",
+                            description="Write the agent of a run's latest checkpoint (or of a checkpoint file) "
+                                        "without the optimizer, replay buffer and env state: a small file that "
+                                        "`rlf eval FILE` plays on any machine with the same plugins. It cannot "
+                                        "be resumed.")
+    export.add_argument("run", type=Path, help="run directory or checkpoint file")
+    export.add_argument("file", type=Path, help="the file to write (<name>.rlf)")
+    export.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+
     sub.add_parser("list", help="installed algorithms, environments, strategies, collectors, loggers, callbacks")
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
@@ -82,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             import os
 
             os.environ["RLF_STRICT_PLUGINS"] = "1"
-        return {"train": _train, "eval": _eval, "list": _list, "plugins": _plugins, "config": _config,
+        return {"train": _train, "eval": _eval, "export": _export, "list": _list, "plugins": _plugins, "config": _config,
                 "new": _new, **RESULTS_COMMANDS}[
             args.command](args)
     except RlfError as exc:
@@ -192,6 +201,15 @@ def _eval(args) -> int:
             print(f"{key:>28}  {value:.4g}")
     if args.record:
         print(f"recorded {args.record}", file=sys.stderr)
+    return 0
+
+
+def _export(args) -> int:
+    from . import api
+
+    done = api.export(args.run, args.file, overwrite=args.overwrite)
+    print(f"exported {done['path']}: the agent at env step {done['env_steps']:,}, {done['bytes'] / 1024:.0f} KiB "
+          f"(the checkpoint: {done['checkpoint_bytes'] / 1024:.0f} KiB); play it with `rlf eval {done['path']}`")
     return 0
 
 

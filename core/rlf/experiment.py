@@ -11,7 +11,8 @@ The file (TOML)::
     metrics = ["x_pos_max", "flag"]
     last = 100                    # final performance: the last N training episodes
     eval_episodes = 20            # then evaluation episodes per finished run and mode (0 = none)
-    eval_modes = ["greedy", "stochastic"]  # greedy (default) and/or acting as in training
+    eval_modes = ["greedy", "stochastic"]  # greedy (default), acting as in training, and/or fixed-start:
+    fixed_start = ["env.noop_max=0"]       #   greedy from the start these --set overrides make identical
 
     [run]  / [algo] / [env]       # shared by every run, as in `rlf train --config`
 
@@ -52,10 +53,13 @@ from .config import SECTIONS, load_toml, merge, parse_overrides
 from .errors import ConfigError
 
 EXPERIMENT_KEYS = {"env", "steps", "seeds", "runs_dir", "metrics", "last", "eval_episodes", "eval_modes", "plot_metric",
-                   "smooth", "description"}
+                   "smooth", "description", "fixed_start"}
 ALGORITHM_KEYS = {"seeds", "settings", "config", "steps", *SECTIONS}
-FINAL_EVAL_FILES = {"greedy": "final_eval.csv", "stochastic": "final_eval_stochastic.csv"}  # results.SOURCES
-FINAL_EVAL_SOURCES = {"greedy": "final", "stochastic": "final-stochastic"}
+FINAL_EVAL_FILES = {"greedy": "final_eval.csv", "stochastic": "final_eval_stochastic.csv",  # results.SOURCES
+                    "fixed-start": "final_eval_fixed_start.csv"}
+FINAL_EVAL_SOURCES = {"greedy": "final", "stochastic": "final-stochastic", "fixed-start": "final-fixed-start"}
+FIXED_START_EPISODES = 1
+"""A greedy policy from an identical start plays one and the same episode every time."""
 DONE_FILE = "experiment.json"
 
 
@@ -80,6 +84,7 @@ class Experiment:
     last: int
     eval_episodes: int
     eval_modes: list[str]
+    fixed_start: list[str]                 # --set overrides of the fixed-start evaluation
     plot_metric: str
     smooth: int
     runs: list[PlannedRun]
@@ -167,9 +172,17 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
     if not isinstance(modes, list) or not modes or any(m not in FINAL_EVAL_FILES for m in modes):
         raise ConfigError(f"{where} [experiment] eval_modes = {modes!r}: give a non-empty list of "
                           f"{' and/or '.join(map(repr, FINAL_EVAL_FILES))}")
+    fixed_start = head.get("fixed_start", [])
+    if not isinstance(fixed_start, list) or not all(isinstance(item, str) for item in fixed_start):
+        raise ConfigError(f'{where} [experiment] fixed_start = {fixed_start!r}: give a list of --set overrides, '
+                          'e.g. ["env.noop_max=0"]')
+    if "fixed-start" in modes and not fixed_start:
+        raise ConfigError(f'{where} [experiment]: eval mode "fixed-start" needs fixed_start = [...], the --set '
+                          'overrides that make every start identical (e.g. ["env.noop_max=0"])')
+    parse_overrides(fixed_start)  # a bad one is found now, not after the runs trained
     return Experiment(path, str(head["env"]), budget, out_dir, metrics, int(head.get("last", 100)),
                       int(eval_episodes if eval_episodes is not None else head.get("eval_episodes", 0)),
-                      list(dict.fromkeys(modes)),
+                      list(dict.fromkeys(modes)), list(fixed_start),
                       str(head.get("plot_metric", metrics[0])),
                       int(head.get("smooth", 10)), planned)
 
@@ -252,9 +265,9 @@ def _evaluated_since_done(run: PlannedRun, target) -> bool:
 
 
 def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], registry=None,
-                 mode: str = "greedy") -> bool:
-    """Evaluation episodes of a finished run (``mode`` greedy or stochastic), one row each in
-    final_eval.csv / final_eval_stochastic.csv (once)."""
+                 mode: str = "greedy", fixed_start: Sequence[str] = ()) -> bool:
+    """Evaluation episodes of a finished run (``mode`` greedy, stochastic or fixed-start: greedy on an
+    env made deterministic by the ``fixed_start`` overrides), one row each in the mode's file (once)."""
     import csv
 
     from . import api
@@ -262,7 +275,11 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], reg
     target = run.path / FINAL_EVAL_FILES[mode]
     if episodes < 1 or _done_steps(run) is None or _evaluated_since_done(run, target):
         return False
-    algo = api.load(run.path, registry=registry)
+    if mode == "fixed-start":
+        algo = api.load(run.path, registry=registry, overrides=fixed_start)
+        episodes = FIXED_START_EPISODES
+    else:
+        algo = api.load(run.path, registry=registry)
     algo.evaluate(episodes=episodes, stochastic=mode == "stochastic")
     rows = algo.last_evaluation
     columns = sorted({k for row in rows for k in row})
@@ -301,7 +318,7 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
                         outcomes[run.name] = train_one(run, experiment.env, log, registry)
                     else:
                         for mode in experiment.eval_modes:
-                            evaluate_one(run, experiment.eval_episodes, log, registry, mode)
+                            evaluate_one(run, experiment.eval_episodes, log, registry, mode, experiment.fixed_start)
                 except (KeyboardInterrupt, Interrupted):
                     log(f"{run.name}: interrupted; the checkpoint is saved, rerun the same command to resume")
                     raise KeyboardInterrupt from None
@@ -335,8 +352,8 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
     for mode, name in FINAL_EVAL_FILES.items():
         evaluated = [r for r in runs if (r.path / name).is_file()]
         if evaluated:
-            sections += [f"\n## {mode.capitalize()} evaluation after training ({experiment.eval_episodes} "
-                         "episodes per run)\n",
+            count = FIXED_START_EPISODES if mode == "fixed-start" else experiment.eval_episodes
+            sections += [f"\n## {mode.capitalize()} evaluation after training ({count} episode(s) per run)\n",
                          format_table(compare(evaluated, experiment.metrics, FINAL_EVAL_SOURCES[mode], 10**9),
                                       experiment.metrics)]
     table = experiment.runs_dir / "compare.md"

@@ -31,10 +31,12 @@ METRICS_FILE = "metrics.csv"
 EVAL_FILE = "eval.csv"
 FINAL_EVAL_FILE = "final_eval.csv"
 FINAL_STOCHASTIC_FILE = "final_eval_stochastic.csv"
+FINAL_FIXED_START_FILE = "final_eval_fixed_start.csv"
 SOURCES = {"train": EPISODES_FILE, "eval": EVAL_FILE, "final": FINAL_EVAL_FILE,
-           "final-stochastic": FINAL_STOCHASTIC_FILE}
+           "final-stochastic": FINAL_STOCHASTIC_FILE, "final-fixed-start": FINAL_FIXED_START_FILE}
 """Where a metric is read from: training episodes, the periodic evaluations logged during training,
-or the greedy / stochastic evaluation episodes `rlf experiment` runs after training (one row per episode)."""
+or the greedy / stochastic / fixed-start evaluation episodes `rlf experiment` runs after training (one
+row per episode)."""
 
 # Config fields that say how a run was executed or logged, not what was learned: runs that differ only
 # in these are seeds of the same configuration.
@@ -288,8 +290,8 @@ def with_source(runs: Sequence[Run], source: str, note: Callable[[str], None] | 
     periodic evaluation, or evaluated by `rlf experiment`): the others are left out, and ``note`` told;
     none at all is an error."""
     if source not in SOURCES:
-        raise ResultsError(f"unknown source {source!r}; use train (episodes.csv), eval (eval.csv), "
-                           "final (final_eval.csv) or final-stochastic (final_eval_stochastic.csv)")
+        raise ResultsError(f"unknown source {source!r}; use " + ", ".join(
+            f"{name} ({file})" for name, file in SOURCES.items()))
     if source == "train":
         return list(runs)
     kept = [run for run in runs if (run.path / SOURCES[source]).is_file()]

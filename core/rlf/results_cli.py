@@ -21,7 +21,7 @@ def _seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"seeds are integers separated by commas, e.g. 0,1; got {text!r}") from None
 
 
-SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic")  # results.SOURCES, without importing numpy
+SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic", "final-fixed-start")  # results.SOURCES, without importing numpy
 
 
 def add_commands(sub) -> None:

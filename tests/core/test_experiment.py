@@ -195,3 +195,32 @@ def test_eval_modes_are_validated(experiment_file):
                                                                    'eval_episodes = 3\neval_modes = ["sampled"]'))
     with pytest.raises(ConfigError, match="eval_modes = \\['sampled'\\]: give a non-empty list of 'greedy'"):
         load_experiment(experiment_file)
+
+
+def test_fixed_start_evaluation_plays_one_greedy_episode_with_its_overrides(registry, experiment_file):
+    # the overrides reach the evaluation's env (max_steps=2 truncates it) and not the training runs'
+    text = experiment_file.read_text().replace(
+        "eval_episodes = 3", 'eval_episodes = 3\neval_modes = ["greedy", "fixed-start"]\nfixed_start = ["env.max_steps=2"]')
+    experiment_file.write_text(text)
+    experiment = load_experiment(experiment_file, only=["short/tabular-q-*"], steps=200)
+    run_experiment(experiment, log=[].append, registry=registry)
+    path = experiment.runs[0].path
+    with open(path / "final_eval_fixed_start.csv") as handle:
+        fixed = list(csv.DictReader(handle))
+    with open(path / "final_eval.csv") as handle:
+        greedy = list(csv.DictReader(handle))
+    assert len(fixed) == 1 and float(fixed[0]["length"]) <= 2
+    assert len(greedy) == 3
+    assert json.loads((path / "run.json").read_text())["config"]["env"]["max_steps"] == 20
+    assert "Fixed-start evaluation after training (1 episode(s) per run)" in (
+        experiment.runs_dir / "compare.md").read_text()
+
+
+@pytest.mark.parametrize("head, message", [
+    ('eval_modes = ["fixed-start"]', 'eval mode "fixed-start" needs fixed_start'),
+    ('fixed_start = "env.noop_max=0"', "give a list of --set overrides"),
+])
+def test_bad_fixed_start_settings(experiment_file, head, message):
+    experiment_file.write_text(experiment_file.read_text().replace("eval_episodes = 3", f"eval_episodes = 3\n{head}"))
+    with pytest.raises(ConfigError, match=message):
+        load_experiment(experiment_file)
