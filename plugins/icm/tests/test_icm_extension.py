@@ -137,3 +137,22 @@ def test_each_agent_id_gets_its_own_module_and_absent_agents_get_no_reward():
     rewards = extension.intrinsic_rewards(rollout)
     assert (rewards["predator"] > 0).all()
     assert (rewards["prey"][alive["prey"]] > 0).all() and (rewards["prey"][~alive["prey"]] == 0).all()
+
+
+def test_normalised_reward_is_the_raw_one_over_the_std_of_its_discounted_return(tmp_path):
+    rollout = corridor_rollout(np.random.default_rng(2).integers(0, 30, (16, 8)), LENGTH)
+    raw = corridor_extension(seed=0, eta=7.0).intrinsic_rewards(rollout)[SINGLE_AGENT].astype(np.float64)
+    extension = corridor_extension(seed=0, eta=7.0, normalize_intrinsic=True, intrinsic_coef=0.5, gamma=0.9)
+    normalised = extension.intrinsic_rewards(rollout)[SINGLE_AGENT]
+    returns = np.zeros_like(raw)
+    running = np.zeros(raw.shape[1])
+    for t in range(len(raw)):
+        running = 0.9 * running + raw[t]
+        returns[t] = running
+    np.testing.assert_allclose(normalised, 0.5 * raw / returns.std(), rtol=1e-4)
+    # the statistics travel with the checkpoint: a resumed run scales the next rollout alike
+    checkpoint.save(tmp_path / "icm.rlf", {"extension": extension.state_dict()})
+    resumed = corridor_extension(seed=0, eta=7.0, normalize_intrinsic=True, intrinsic_coef=0.5, gamma=0.9)
+    resumed.load_state_dict(checkpoint.load(tmp_path / "icm.rlf")["extension"])
+    np.testing.assert_array_equal(resumed.intrinsic_rewards(rollout)[SINGLE_AGENT],
+                                  extension.intrinsic_rewards(rollout)[SINGLE_AGENT])

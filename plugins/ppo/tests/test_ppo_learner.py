@@ -76,6 +76,17 @@ def test_learning_rate_anneals_linearly_over_the_run():
     assert [constant.learn(rollout)["learning_rate"] for _ in range(2)] == [0.01, 0.01]
 
 
+def test_an_explicit_schedule_horizon_does_not_depend_on_the_run_budget():
+    # the same learner state under a 256- and a 1024-step budget: with schedule_steps the rates agree
+    rates = {}
+    for budget in (256, 1024):
+        agent, learner = make_pair(single_spec(), steps=budget, lr=0.01, schedule_steps=128, anneal_clip=True)
+        rollout = fake_rollout(agent, steps=16)  # 64 env steps
+        rates[budget] = [(m["learning_rate"], m["clip_coef"]) for m in (learner.learn(rollout) for _ in range(3))]
+    np.testing.assert_allclose(rates[256], [(0.01, 0.2), (0.005, 0.1), (0.0, 0.0)])
+    assert rates[1024] == rates[256]
+
+
 def test_clip_range_anneals_on_the_learning_rates_schedule_when_asked():
     agent, learner = make_pair(single_spec(), steps=256, anneal_clip=True, clip_coef=0.2)
     rollout = fake_rollout(agent, steps=16)  # 64 env steps

@@ -22,3 +22,10 @@ class ICMConfig(PPOConfig):
         288, ge=4, le=4096,
         description="MLP encoder output width (the conv encoder's width follows from the image size).")
     hidden_size: int = Field(256, ge=8, le=4096, description="Hidden width of the encoder MLP, inverse and forward models.")
+    normalize_intrinsic: bool = Field(
+        False,
+        description="Divide the intrinsic reward by a running std of its discounted return (gamma), as the "
+                    "large-scale curiosity study does; the forward error's raw size otherwise drifts with training.")
+    intrinsic_coef: float = Field(
+        1.0, ge=0.0, le=1000.0,
+        description="With normalize_intrinsic: weight of the normalised intrinsic reward (eta then cancels out).")

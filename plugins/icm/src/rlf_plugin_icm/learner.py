@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
+from rlf_plugin_ppo.extension import Minibatch, PPOExtension, ReturnScale, flat
 from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout
@@ -41,6 +41,8 @@ class ICMExtension(PPOExtension):
         self.modules.to(self.device)
         # Rollouts hold the env's action ids; minibatches hold PPO's 0-based ones.
         self.action_offsets = {agent: int(spec.action_spaces[agent].start) for agent in spec.agent_ids}
+        self.scales = ({agent: ReturnScale(spec.num_envs, config.gamma) for agent in spec.agent_ids}
+                       if config.normalize_intrinsic else {})
         self._metrics: dict[str, float] = {}
 
     def parameters(self) -> Iterable[torch.nn.Parameter]:
@@ -64,6 +66,8 @@ class ICMExtension(PPOExtension):
             alive = rollout.alive[agent].astype(bool)
             reward = (self.config.eta * np.concatenate(errors).reshape(alive.shape)).astype(np.float32)
             reward = np.where(alive, reward, 0.0).astype(np.float32)
+            if self.scales:
+                reward = self.config.intrinsic_coef * self.scales[agent](reward, alive)
             rewards[agent] = reward
             if alive.any():
                 intrinsic_means.append(float(reward[alive].mean()))
@@ -87,10 +91,17 @@ class ICMExtension(PPOExtension):
         return dict(self._metrics)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"modules": to_numpy_tree(self.modules.state_dict())}
+        state: dict[str, Any] = {"modules": to_numpy_tree(self.modules.state_dict())}
+        if self.scales:
+            state["scales"] = {agent: scale.state_dict() for agent, scale in self.scales.items()}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.modules.load_state_dict(to_torch_tree(state["modules"], self.device))
+        # a run that switched normalize_intrinsic on at resume starts its statistics afresh
+        for agent, saved in state.get("scales", {}).items():
+            if agent in self.scales:
+                self.scales[agent].load_state_dict(saved)
 
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(array, device=self.device)

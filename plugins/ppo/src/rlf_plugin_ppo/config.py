@@ -15,7 +15,11 @@ class PPOConfig(OnPolicyConfig):
 
     lr: float = Field(2.5e-4, gt=0.0, le=1.0, description="Adam learning rate at the start of the run.")
     anneal_lr: bool = Field(
-        True, description="Decay the learning rate linearly to 0 over the run's total env steps (run.steps).")
+        True, description="Decay the learning rate linearly to 0 over schedule_steps (or run.steps).")
+    schedule_steps: int = Field(
+        0, ge=0, le=10**12,
+        description="Env steps over which anneal_lr and anneal_clip decay to 0 (0 = the run's run.steps). Set it "
+                    "when a run may be continued to a bigger budget: the schedule then does not change on resume.")
     adam_eps: float = Field(1e-5, gt=0.0, le=1e-2, description="Adam epsilon (numerical floor of the step size).")
     epochs: int = Field(4, ge=1, le=100, description="Passes over each rollout per update.")
     minibatches: int = Field(4, ge=1, le=1024, description="Minibatches each rollout is split into per epoch.")

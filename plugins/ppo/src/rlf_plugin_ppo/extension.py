@@ -63,6 +63,41 @@ class Minibatch:
     dones: torch.Tensor
 
 
+class ReturnScale:
+    """Divides intrinsic rewards by a running std of their discounted return (Burda et al. 2018,
+    "Large-Scale Study of Curiosity-Driven Learning"), so a bonus whose raw size drifts by orders of
+    magnitude during training keeps one scale. The return runs across episode ends (non-episodic):
+    it only measures the reward's size, whatever the learner's own discounting does with it."""
+
+    def __init__(self, num_envs: int, gamma: float):
+        from rlf import RunningNormalizer
+
+        self.gamma = gamma
+        self.running = np.zeros(num_envs, dtype=np.float64)
+        self.stats = RunningNormalizer(clip=None)
+
+    @property
+    def std(self) -> float:
+        return float(np.sqrt(self.stats.var))
+
+    def __call__(self, raw: np.ndarray, alive: np.ndarray) -> np.ndarray:
+        """(T, N) raw rewards (0 where not alive) -> the same divided by the updated return std."""
+        running, returns = self.running, np.empty_like(raw, dtype=np.float64)
+        for t in range(raw.shape[0]):
+            running = running * self.gamma + raw[t]
+            returns[t] = running
+        self.running = running
+        self.stats.update(returns[alive].reshape(-1))
+        return (raw / np.sqrt(self.stats.var + 1e-8)).astype(np.float32)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"return_stats": self.stats.state_dict(), "running_returns": self.running.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stats.load_state_dict(state["return_stats"])
+        self.running = np.array(state["running_returns"], dtype=np.float64)
+
+
 class PPOExtension:
     """Override what you need; every default is a no-op."""
 

@@ -128,9 +128,11 @@ class PPOLearner(Learner):
         return metrics
 
     def _remaining(self) -> float:
-        """The fraction of the run still ahead at this update (1 at the first, taken before this
-        rollout's steps are counted), which the linear schedules scale by."""
-        return max(0.0, 1.0 - self.env_steps / max(1, self.context.run.steps))
+        """The fraction of the schedule still ahead at this update (1 at the first, taken before this
+        rollout's steps are counted), which the linear schedules scale by. The horizon is
+        ``schedule_steps`` when set, so that a run continued to a bigger budget keeps its schedule."""
+        horizon = self.config.schedule_steps or self.context.run.steps
+        return max(0.0, 1.0 - self.env_steps / max(1, horizon))
 
     def _set_learning_rate(self, remaining: float) -> float:
         learning_rate = self.config.lr

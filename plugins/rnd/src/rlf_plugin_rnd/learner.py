@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
+from rlf_plugin_ppo.extension import Minibatch, PPOExtension, ReturnScale, flat
 from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout, RunningNormalizer, compute_gae
@@ -49,8 +49,7 @@ class RNDExtension(PPOExtension):
         self.networks.to(self.device)
         # only their mean and variance are read (RND clips with its own obs_clip), hence no clip here
         self.obs_stats = {agent: RunningNormalizer(self.net(agent).rnd_shape, clip=None) for agent in spec.agent_ids}
-        self.return_stats = {agent: RunningNormalizer(clip=None) for agent in spec.agent_ids}
-        self.running_returns = {agent: np.zeros(spec.num_envs, dtype=np.float64) for agent in spec.agent_ids}
+        self.scales = {agent: ReturnScale(spec.num_envs, config.int_gamma) for agent in spec.agent_ids}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(context.seed + MODULE_SEED_OFFSET)
         self._returns: dict[str, torch.Tensor] = {}
@@ -100,13 +99,7 @@ class RNDExtension(PPOExtension):
             raw = self.raw_rewards(agent, flat(rollout.next_obs[agent]), True, flat(alive)).reshape(steps, envs)
             raw = np.where(alive, raw, 0.0)
             # The std of the discounted intrinsic return, not of the reward, sets the scale (Burda et al.).
-            running, returns = self.running_returns[agent], np.empty_like(raw, dtype=np.float64)
-            for t in range(steps):
-                running = running * config.int_gamma + raw[t]
-                returns[t] = running
-            self.running_returns[agent] = running
-            self.return_stats[agent].update(returns[alive].reshape(-1))
-            reward = (raw / np.sqrt(self.return_stats[agent].var + 1e-8)).astype(np.float32)
+            reward = self.scales[agent](raw, alive)
             values = self._values(agent, flat(rollout.obs[agent])).reshape(steps, envs).astype(np.float32)
             last = self._values(agent, rollout.next_obs[agent][-1]).astype(np.float32)
             next_values = np.concatenate([values[1:], last[None]], axis=0)
@@ -124,8 +117,7 @@ class RNDExtension(PPOExtension):
                 value_means.append(float(values[alive].mean()))
         self._metrics = {"intrinsic_reward_mean": _mean(int_means), "intrinsic_reward_raw_mean": _mean(raw_means),
                          "extrinsic_reward_mean": _mean(ext_means), "intrinsic_value_mean": _mean(value_means),
-                         "intrinsic_return_std": float(np.mean([np.sqrt(self.return_stats[a].var)
-                                                                for a in self.agent_ids]))}
+                         "intrinsic_return_std": float(np.mean([self.scales[a].std for a in self.agent_ids]))}
         return extra
 
     # -- the update -----------------------------------------------------------------------------
@@ -147,16 +139,16 @@ class RNDExtension(PPOExtension):
     def state_dict(self) -> dict[str, Any]:
         return {"networks": to_numpy_tree(self.networks.state_dict()),
                 "obs_stats": {a: self.obs_stats[a].state_dict() for a in self.agent_ids},
-                "return_stats": {a: self.return_stats[a].state_dict() for a in self.agent_ids},
-                "running_returns": {a: self.running_returns[a].copy() for a in self.agent_ids},
+                "return_stats": {a: self.scales[a].state_dict()["return_stats"] for a in self.agent_ids},
+                "running_returns": {a: self.scales[a].running.copy() for a in self.agent_ids},
                 "generator": self.generator.get_state().numpy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.networks.load_state_dict(to_torch_tree(state["networks"], self.device))
         for agent in self.agent_ids:
             self.obs_stats[agent].load_state_dict(state["obs_stats"][agent])
-            self.return_stats[agent].load_state_dict(state["return_stats"][agent])
-            self.running_returns[agent] = np.array(state["running_returns"][agent], dtype=np.float64)
+            self.scales[agent].load_state_dict({"return_stats": state["return_stats"][agent],
+                                                "running_returns": state["running_returns"][agent]})
             self._refresh_normaliser(agent)
         self.generator.set_state(torch.as_tensor(np.asarray(state["generator"], dtype=np.uint8)))
 
