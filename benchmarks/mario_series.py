@@ -1,7 +1,8 @@
 """The Mario series at the emulator's speed: each series model's env steps/s as a ratio of the bare
 emulator's, both on all cores, side by side in one run.
 
-    python benchmarks/mario_series.py [--seconds 120] [--rounds 2] [--procs 2] [--models ppo,dqn,icm,rnd,knn]
+    python benchmarks/mario_series.py [--seconds 120] [--steps 12288] [--rounds 2] [--procs 2]
+                                      [--models ppo,dqn,icm,rnd,knn]
 
 What runs, per round (the cases alternate, so a drifting machine load hits all alike):
   * emulator: ``--procs`` processes, each a bare gym-super-mario-bros ``SuperMarioBrosEnv`` stepped 4
@@ -10,8 +11,8 @@ What runs, per round (the cases alternate, so a drifting machine load hits all a
   * each model: ``--procs`` processes, each training that model with the exact config the series gives
     it (experiments/mario-1-1.toml: its preset, 42x42 frames, one process per core, vector=sync, one
     torch thread), as the series runs two runs side by side.
-A model's rate is counted after its first update (start-up and the first rollout excluded): env steps
-between the first and the last ``train()`` chunk, summed over its processes, over the wall time between.
+A model's rate is counted after its first update (start-up and the first rollout excluded): ``--steps``
+env steps (whole updates) per process, summed over its processes, each over its own wall time.
 
 Targets (issue 26): PPO and DQN >= 0.8x the emulator, ICM, RND and kNN >= 0.5x.
 """
@@ -22,6 +23,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import sys
 import tempfile
@@ -49,7 +51,7 @@ def emulator_worker(seconds: float, seed: int, out: mp.Queue) -> None:
     close()
 
 
-def model_worker(algorithm: str, seconds: float, seed: int, run_dir: str, overrides: list[str],
+def model_worker(algorithm: str, measured_steps: int, seed: int, run_dir: str, overrides: list[str],
                  out: mp.Queue) -> None:
     import rlf
     from rlf.experiment import load_experiment
@@ -65,12 +67,12 @@ def model_worker(algorithm: str, seconds: float, seed: int, run_dir: str, overri
     chunk = int(algo_config.get("rollout_steps", 0)) * int(run.get("num_envs", 1)) or 4096
     algo.train(steps=chunk)  # start-up and the first update are not counted
     first_steps, first_wall = algo.counters["env_steps"], time.perf_counter()
-    while time.perf_counter() - first_wall < seconds:
-        algo.train(steps=algo.counters["env_steps"] + chunk)
+    # whole updates only, and one train() call: a second one would restart the episodes once more
+    algo.train(steps=first_steps + max(1, -(-measured_steps // chunk)) * chunk)
     out.put({"steps": algo.counters["env_steps"] - first_steps, "wall": time.perf_counter() - first_wall})
 
 
-def measure(case: str, seconds: float, procs: int, round_index: int, overrides: list[str]) -> float:
+def measure(case: str, seconds: float, steps: int, procs: int, round_index: int, overrides: list[str]) -> float:
     """Env steps/s of ``procs`` processes of ``case`` running at once (summed)."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
@@ -82,12 +84,24 @@ def measure(case: str, seconds: float, procs: int, round_index: int, overrides: 
                 args = (seconds, seed, out)
                 target = emulator_worker
             else:
-                args = (case, seconds, seed, os.path.join(tmp, f"run{index}"), overrides, out)
+                args = (case, steps, seed, os.path.join(tmp, f"run{index}"), overrides, out)
                 target = model_worker
             workers.append(ctx.Process(target=target, args=args))
         for worker in workers:
             worker.start()
-        results = [out.get(timeout=seconds * 20 + 600) for _ in workers]
+        results = []
+        deadline = time.monotonic() + seconds * 20 + 3600
+        while len(results) < len(workers):
+            try:
+                results.append(out.get(timeout=2))
+            except queue.Empty:
+                # a worker that died has said why on stderr; do not wait for it
+                failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if failed or time.monotonic() > deadline:
+                    for worker in workers:
+                        worker.kill()
+                    raise SystemExit(f"mario_series: error: a {case} worker "
+                                     f"{'exited with ' + str(failed[0]) if failed else 'timed out'}; see above")
         for worker in workers:
             worker.join()
     return sum(r["steps"] / r["wall"] for r in results)
@@ -95,7 +109,9 @@ def measure(case: str, seconds: float, procs: int, round_index: int, overrides: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=120.0, help="measured seconds per case and round")
+    parser.add_argument("--seconds", type=float, default=120.0, help="measured seconds of the emulator per round")
+    parser.add_argument("--steps", type=int, default=12_288,
+                        help="measured env steps per model process and round (after its first update)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--procs", type=int, default=os.cpu_count() or 2, help="processes per case (one per core)")
     parser.add_argument("--models", default="ppo,dqn,icm,rnd,knn")
@@ -105,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     unknown = sorted(set(models) - set(SETTING))
-    if unknown or args.seconds <= 0 or args.rounds < 1 or args.procs < 1:
+    if unknown or args.seconds <= 0 or args.steps < 1 or args.rounds < 1 or args.procs < 1:
         print(f"mario_series: error: models must be among {', '.join(SETTING)} (got {unknown or 'ok'}); "
-              "--seconds > 0, --rounds and --procs >= 1", file=sys.stderr)
+              "--seconds > 0, --steps, --rounds and --procs >= 1", file=sys.stderr)
         return 2
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} at start; {args.procs} processes per case, "
@@ -115,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[str, list[float]] = {case: [] for case in ["emulator", *models]}
     for round_index in range(args.rounds):
         for case in rates:
-            rate = measure(case, args.seconds, args.procs, round_index, args.overrides)
+            rate = measure(case, args.seconds, args.steps, args.procs, round_index, args.overrides)
             rates[case].append(rate)
             print(f"round {round_index + 1} {case:<9} {rate:8.1f} env steps/s", flush=True)
     emulator = statistics.median(rates["emulator"])
