@@ -217,8 +217,9 @@ class Algorithm:
         """Train until ``steps`` total env steps (default: the run config's), writing the run directory.
 
         ``callbacks`` run after the configured loggers, plugin callbacks and built-in evaluation.
-        The run directory is locked while training. A directory that already holds another run is
-        refused unless ``overwrite`` (which removes that run's files first); continuing this object's
+        The run directory is locked while training. A directory that already holds another run, or
+        files rlf did not write, is refused unless ``overwrite`` (which removes the files rlf wrote
+        there first and keeps every other file); continuing this object's
         own run (after ``rlf.load(run_dir)`` or an earlier ``train()``) first cuts ``metrics.csv`` and
         ``episodes.csv`` back to the checkpoint's env step.
         """
@@ -230,6 +231,10 @@ class Algorithm:
                               f"nothing; pass a larger total, e.g. --steps {done + max(done // 2, 1)}")
         run_dir = rundir.validate(self.run_dir)
         env_spec = self.check()
+        if not self._continues and run_dir.is_dir():  # refused before anything is written there
+            if not overwrite:
+                rundir.refuse_existing_run(run_dir)
+            rundir.refuse_foreign(run_dir, allowed=overwrite)
         lock = rundir.RunDirLock(run_dir)
         try:
             lock.acquire()
@@ -239,6 +244,8 @@ class Algorithm:
                 rundir.remove_run(run_dir)
             else:
                 rundir.refuse_existing_run(run_dir)
+            # files rlf did not write are never deleted; a new run beside them needs --overwrite
+            rundir.refuse_foreign(run_dir, allowed=overwrite or self._continues)
             if steps is not None:
                 run.steps = steps
             if progress is not None:
@@ -305,7 +312,7 @@ class Algorithm:
         data = {"format": "rlf-run", "config": self.resolved.as_dict(),
                 "plugins": {"algorithm": self.resolved.algorithm.plugin, "environment": self.resolved.environment.plugin},
                 "versions": self.registry.plugin_versions()}
-        ckpt.atomic_write(self.run_dir / RUN_FILE, lambda h: h.write(json.dumps(data, indent=2).encode()))
+        ckpt.atomic_write(rundir.claim(self.run_dir, RUN_FILE), lambda h: h.write(json.dumps(data, indent=2).encode()))
 
     def _checkpoint_state(self, trainer_state: dict[str, Any]) -> dict[str, Any]:
         from . import __version__
@@ -325,7 +332,10 @@ class Algorithm:
             return path
         # NaN weights never replace the last good checkpoint: the run stops here instead.
         check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step {step}", self.run_dir)
-        ckpt.save(path, self._checkpoint_state(trainer_state), keep=self.resolved.run.keep_checkpoints if main else 1)
+        rundir.claim(self.run_dir, name)
+        owned = rundir.owned_files(self.run_dir)
+        ckpt.save(path, self._checkpoint_state(trainer_state), keep=self.resolved.run.keep_checkpoints if main else 1,
+                  claim=lambda target: rundir.claim(self.run_dir, target.name), owns=lambda target: target.name in owned)
         if main:
             self._saved_step = step
         return path

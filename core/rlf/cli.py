@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set algo.lr=3e-4 --set num_envs=8")
     train.add_argument("--run-dir", help="where to write the run (default runs/<algo>-<env>-<time>)")
-    train.add_argument("--overwrite", action="store_true", help="replace the run already in --run-dir")
+    train.add_argument("--overwrite", action="store_true",
+                       help="replace the run already in --run-dir (only the files rlf wrote are removed), or "
+                            "train beside files of yours there (they are kept)")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 

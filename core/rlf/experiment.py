@@ -239,7 +239,11 @@ def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=No
 
 
 def _mark_done(run: PlannedRun, env_steps: int) -> None:
-    (run.path / DONE_FILE).write_text(json.dumps({"env_steps": env_steps, "finished_at": time.time()}))
+    from .checkpoint import atomic_write
+    from .rundir import claim
+
+    record = json.dumps({"env_steps": env_steps, "finished_at": time.time()}).encode()
+    atomic_write(claim(run.path, DONE_FILE), lambda handle: handle.write(record))
 
 
 def _evaluated_since_done(run: PlannedRun, target) -> bool:
@@ -255,9 +259,8 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], reg
                  mode: str = "greedy") -> bool:
     """Evaluation episodes of a finished run (``mode`` greedy or stochastic), one row each in
     final_eval.csv / final_eval_stochastic.csv (once)."""
-    import csv
-
     from . import api
+    from .rundir import claim, rewrite_csv
 
     target = run.path / FINAL_EVAL_FILES[mode]
     if episodes < 1 or _done_steps(run) is None or _evaluated_since_done(run, target):
@@ -266,12 +269,7 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], reg
     algo.evaluate(episodes=episodes, stochastic=mode == "stochastic")
     rows = algo.last_evaluation
     columns = sorted({k for row in rows for k in row})
-    tmp = target.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(target)
+    rewrite_csv(claim(run.path, target.name), columns, rows)
     log(f"{run.name}: {len(rows)} {mode} evaluation episodes -> {target}")
     return True
 
