@@ -33,7 +33,7 @@ from .config import (
     validate,
 )
 from .envs import Collector, EnvFactory, action_kinds, is_multi_agent, make_vector_env, prestart_workers
-from .errors import CheckpointError, ConfigError, IncompatibleError
+from .errors import CheckpointError, ConfigError, IncompatibleError, PluginRunError, guarded
 from .finite import check_tree
 from .interfaces import BuildContext
 from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec, check_builders
@@ -44,6 +44,7 @@ from .training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.rlf"
+_EVENTS = ("on_start", "on_step", "on_episode_end", "on_log", "on_eval", "on_checkpoint", "on_end", "close")
 
 
 @dataclass
@@ -195,7 +196,7 @@ class Algorithm:
 
     def _collector(self) -> Collector:
         spec = self.resolved.collector_spec
-        return Collector(spec.name, spec.build_collector, self.resolved.collector, spec.build_actor_pool)
+        return Collector(spec.name, spec.build_collector, self.resolved.collector, spec.build_actor_pool, spec.plugin)
 
     # -- training -------------------------------------------------------------------------------
     def check(self):
@@ -297,9 +298,19 @@ class Algorithm:
 
     def _callbacks(self, extra: Sequence[Callback]) -> list[Callback]:
         resolved, run = self.resolved, self.resolved.run
-        built = [self.registry.logger(name).build(self.run_dir, run, config) for name, config in resolved.loggers.items()]
-        built += [self.registry.callback(name).build(self.run_dir, run, config)
-                  for name, config in resolved.callbacks.items()]
+        built = []
+        for kind, lookup, chosen in (("logger", self.registry.logger, resolved.loggers),
+                                     ("callback", self.registry.callback, resolved.callbacks)):
+            for name, config in chosen.items():
+                spec = lookup(name)
+                made = guarded(spec.plugin, f"{kind} {name!r} (its builder)", spec.build, self.run_dir, run, config)
+                missing = [event for event in _EVENTS if not callable(getattr(made, event, None))]
+                if missing:
+                    raise PluginRunError(f"plugin {spec.plugin!r} failed in {kind} {name!r} (its builder): it returned "
+                                         f"a {type(made).__name__}, not an rlf.{kind.capitalize()} (no "
+                                         f"{', '.join(missing[:3])}); fix the plugin")
+                made._rlf_label = (spec.plugin, f"{kind} {name!r}")
+                built.append(made)
         if run.eval_interval:
             seed = run.seed + 2_000_003  # every evaluation plays the same episodes: scores compare
             built.append(PeriodicEval(run.eval_interval, run.eval_episodes,

@@ -122,7 +122,7 @@ def _stdout_closed() -> bool:
 
 def _train(args) -> int:
     from . import api
-    from .errors import ConfigError, EnvWorkerError
+    from .errors import ConfigError, EnvWorkerError, PluginRunError
     from .training.trainer import Interrupted
 
     _refuse_twice_set(args)
@@ -154,11 +154,13 @@ def _train(args) -> int:
     except Interrupted as exc:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except EnvWorkerError as exc:
+    except (EnvWorkerError, PluginRunError) as exc:
         saved = (algo.run_dir / "checkpoint.rlf").is_file()
         note = (f"the last checkpoint is intact: continue with rlf train --resume {algo.run_dir}" if saved
                 else "no checkpoint had been written yet")
-        raise EnvWorkerError(f"{exc}; {note}") from None
+        if isinstance(exc, PluginRunError):
+            note = f"fix or remove the plugin; {note}"
+        raise type(exc)(f"{exc}; {note}") from None
     if algo.stop_reason:
         print(f"stopped early: {algo.stop_reason}", file=sys.stderr)
     shown = {k: round(v, 4) for k, v in summary.items() if k.startswith("mean_") or k == "env_step"}
