@@ -78,7 +78,9 @@ def make_site(root: Path) -> Path:
 
 
 def child_env(site: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(site)]), "OMP_NUM_THREADS": "1", **extra}
+    # a PYTHONPATH the tests run under (a checkout tested against an installed rlf) comes after them
+    paths = [str(TESTS), str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": "1", **extra}
     env.pop("RLF_STRICT_PLUGINS", None)
     return env
 

@@ -33,7 +33,7 @@ from .config import (
     validate,
 )
 from .envs import Collector, EnvFactory, action_kinds, is_multi_agent, make_vector_env, prestart_workers
-from .errors import CheckpointError, ConfigError, IncompatibleError
+from .errors import CheckpointError, ConfigError, IncompatibleError, PluginRunError, guarded
 from .finite import check_tree
 from .interfaces import BuildContext
 from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec, check_builders
@@ -44,6 +44,7 @@ from .training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.rlf"
+_EVENTS = ("on_start", "on_step", "on_episode_end", "on_log", "on_eval", "on_checkpoint", "on_end", "close")
 
 
 @dataclass
@@ -197,7 +198,7 @@ class Algorithm:
 
     def _collector(self) -> Collector:
         spec = self.resolved.collector_spec
-        return Collector(spec.name, spec.build_collector, self.resolved.collector, spec.build_actor_pool)
+        return Collector(spec.name, spec.build_collector, self.resolved.collector, spec.build_actor_pool, spec.plugin)
 
     # -- training -------------------------------------------------------------------------------
     def check(self):
@@ -219,8 +220,9 @@ class Algorithm:
         """Train until ``steps`` total env steps (default: the run config's), writing the run directory.
 
         ``callbacks`` run after the configured loggers, plugin callbacks and built-in evaluation.
-        The run directory is locked while training. A directory that already holds another run is
-        refused unless ``overwrite`` (which removes that run's files first); continuing this object's
+        The run directory is locked while training. A directory that already holds another run, or
+        files rlf did not write, is refused unless ``overwrite`` (which removes the files rlf wrote
+        there first and keeps every other file); continuing this object's
         own run (after ``rlf.load(run_dir)`` or an earlier ``train()``) first cuts ``metrics.csv`` and
         ``episodes.csv`` back to the checkpoint's env step.
         """
@@ -235,6 +237,10 @@ class Algorithm:
                               f"nothing; pass a larger total, e.g. --steps {done + max(done // 2, 1)}")
         run_dir = rundir.validate(self.run_dir)
         env_spec = self.check()
+        if not self._continues and run_dir.is_dir():  # refused before anything is written there
+            if not overwrite:
+                rundir.refuse_existing_run(run_dir)
+            rundir.refuse_foreign(run_dir, allowed=overwrite)
         lock = rundir.RunDirLock(run_dir)
         try:
             lock.acquire()
@@ -244,6 +250,8 @@ class Algorithm:
                 rundir.remove_run(run_dir)
             else:
                 rundir.refuse_existing_run(run_dir)
+            # files rlf did not write are never deleted; a new run beside them needs --overwrite
+            rundir.refuse_foreign(run_dir, allowed=overwrite or self._continues)
             if steps is not None:
                 run.steps = steps
             if progress is not None:
@@ -295,9 +303,19 @@ class Algorithm:
 
     def _callbacks(self, extra: Sequence[Callback]) -> list[Callback]:
         resolved, run = self.resolved, self.resolved.run
-        built = [self.registry.logger(name).build(self.run_dir, run, config) for name, config in resolved.loggers.items()]
-        built += [self.registry.callback(name).build(self.run_dir, run, config)
-                  for name, config in resolved.callbacks.items()]
+        built = []
+        for kind, lookup, chosen in (("logger", self.registry.logger, resolved.loggers),
+                                     ("callback", self.registry.callback, resolved.callbacks)):
+            for name, config in chosen.items():
+                spec = lookup(name)
+                made = guarded(spec.plugin, f"{kind} {name!r} (its builder)", spec.build, self.run_dir, run, config)
+                missing = [event for event in _EVENTS if not callable(getattr(made, event, None))]
+                if missing:
+                    raise PluginRunError(f"plugin {spec.plugin!r} failed in {kind} {name!r} (its builder): it returned "
+                                         f"a {type(made).__name__}, not an rlf.{kind.capitalize()} (no "
+                                         f"{', '.join(missing[:3])}); fix the plugin")
+                made._rlf_label = (spec.plugin, f"{kind} {name!r}")
+                built.append(made)
         if run.eval_interval:
             seed = run.seed + 2_000_003  # every evaluation plays the same episodes: scores compare
             built.append(PeriodicEval(run.eval_interval, run.eval_episodes,
@@ -310,7 +328,7 @@ class Algorithm:
         data = {"format": "rlf-run", "config": self.resolved.as_dict(),
                 "plugins": {"algorithm": self.resolved.algorithm.plugin, "environment": self.resolved.environment.plugin},
                 "versions": self.registry.plugin_versions()}
-        ckpt.atomic_write(self.run_dir / RUN_FILE, lambda h: h.write(json.dumps(data, indent=2).encode()))
+        ckpt.atomic_write(rundir.claim(self.run_dir, RUN_FILE), lambda h: h.write(json.dumps(data, indent=2).encode()))
 
     def _checkpoint_state(self, trainer_state: dict[str, Any]) -> dict[str, Any]:
         from . import __version__
@@ -330,7 +348,10 @@ class Algorithm:
             return path
         # NaN weights never replace the last good checkpoint: the run stops here instead.
         check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step {step}", self.run_dir)
-        ckpt.save(path, self._checkpoint_state(trainer_state), keep=self.resolved.run.keep_checkpoints if main else 1)
+        rundir.claim(self.run_dir, name)
+        owned = rundir.owned_files(self.run_dir)
+        ckpt.save(path, self._checkpoint_state(trainer_state), keep=self.resolved.run.keep_checkpoints if main else 1,
+                  claim=lambda target: rundir.claim(self.run_dir, target.name), owns=lambda target: target.name in owned)
         if main:
             self._saved_step = step
         return path

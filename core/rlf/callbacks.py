@@ -102,7 +102,11 @@ class PeriodicEval(Callback):
         if score is not None and math.isfinite(score) and (self.best is None or score > self.best):
             self.best = score
             trainer.checkpoint(BEST_CHECKPOINT)
-            (trainer.run_dir / BEST_FILE).write_text(json.dumps({self.metric: score, "env_step": steps}))
+            from .checkpoint import atomic_write
+            from .rundir import claim
+
+            record = json.dumps({self.metric: score, "env_step": steps}).encode()
+            atomic_write(claim(trainer.run_dir, BEST_FILE), lambda handle: handle.write(record))
 
 
 class StopAt(Callback):

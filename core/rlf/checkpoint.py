@@ -104,9 +104,14 @@ def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
         os.close(dir_fd)
 
 
-def save(path: Path, state: dict[str, Any], keep: int = 1) -> None:
+def save(path: Path, state: dict[str, Any], keep: int = 1, claim: Callable[[Path], Any] | None = None,
+         owns: Callable[[Path], bool] | None = None) -> None:
     """Write ``state`` to ``path`` atomically; with ``keep`` > 1 the ``keep - 1`` previous checkpoints
-    stay beside it as ``<stem>-1<suffix>`` (newest) ... so one bad write is never the only copy."""
+    stay beside it as ``<stem>-1<suffix>`` (newest) ... so one bad write is never the only copy.
+
+    In a run directory, ``claim(path)`` records each file rotation creates as the run's (or refuses
+    it) and ``owns(path)`` says whether an existing copy is the run's: rotation never deletes or
+    replaces a file the run did not write."""
     arrays: dict[str, np.ndarray] = {}
     structure = {"format": FORMAT, "format_version": FORMAT_VERSION, "state": _encode(state, arrays)}
 
@@ -117,7 +122,7 @@ def save(path: Path, state: dict[str, Any], keep: int = 1) -> None:
                 with archive.open(f"arrays/{key}.npy", "w", force_zip64=True) as out:
                     np.lib.format.write_array(out, array, allow_pickle=False)
 
-    atomic_write(path, write, before_replace=lambda: _rotate(Path(path), keep))
+    atomic_write(path, write, before_replace=lambda: _rotate(Path(path), keep, claim, owns))
 
 
 def previous(path: Path, index: int) -> Path:
@@ -125,26 +130,32 @@ def previous(path: Path, index: int) -> Path:
     return path.with_name(f"{path.stem}-{index}{path.suffix}")
 
 
-def _rotate(path: Path, keep: int) -> None:
+def _rotate(path: Path, keep: int, claim: Callable[[Path], Any] | None = None,
+            owns: Callable[[Path], bool] | None = None) -> None:
     """Shift the kept copies one place back; the newest becomes ``-1`` as a hard link, so that at
     every instant ``path`` itself still names a complete checkpoint. With ``keep`` 1 nothing beside
     ``path`` is touched (``x-1.rlf`` next to a saved ``x.rlf`` may be the user's own file)."""
     if keep <= 1:
         return
+    claim = claim or (lambda target: None)
+    owns = owns or (lambda target: True)
     extra = keep
     while previous(path, extra).is_file():  # keep_checkpoints was lowered since they were written
-        previous(path, extra).unlink()
+        if owns(previous(path, extra)):
+            previous(path, extra).unlink()
         extra += 1
     if not path.is_file():
         return
     for index in range(keep - 1, 0, -1):
         older = previous(path, index)
-        if older.is_file():
+        if older.is_file() and owns(older):
             if index + 1 < keep:
+                claim(previous(path, index + 1))
                 os.replace(older, previous(path, index + 1))
             else:
                 older.unlink()
     newest = previous(path, 1)
+    claim(newest)
     try:
         os.link(path, newest)
     except OSError:  # a filesystem without hard links: copy, still atomically

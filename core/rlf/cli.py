@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set algo.lr=3e-4 --set num_envs=8")
     train.add_argument("--run-dir", help="where to write the run (default runs/<algo>-<env>-<time>)")
-    train.add_argument("--overwrite", action="store_true", help="replace the run already in --run-dir")
+    train.add_argument("--overwrite", action="store_true",
+                       help="replace the run already in --run-dir (only the files rlf wrote are removed), or "
+                            "train beside files of yours there (they are kept)")
     train.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -129,7 +131,7 @@ def _stdout_closed() -> bool:
 
 def _train(args) -> int:
     from . import api
-    from .errors import ConfigError, EnvWorkerError
+    from .errors import ConfigError, EnvWorkerError, PluginRunError
     from .training.trainer import Interrupted
 
     _refuse_twice_set(args)
@@ -161,11 +163,13 @@ def _train(args) -> int:
     except Interrupted as exc:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except EnvWorkerError as exc:
+    except (EnvWorkerError, PluginRunError) as exc:
         saved = (algo.run_dir / "checkpoint.rlf").is_file()
         note = (f"the last checkpoint is intact: continue with rlf train --resume {algo.run_dir}" if saved
                 else "no checkpoint had been written yet")
-        raise EnvWorkerError(f"{exc}; {note}") from None
+        if isinstance(exc, PluginRunError):
+            note = f"fix or remove the plugin; {note}"
+        raise type(exc)(f"{exc}; {note}") from None
     if algo.stop_reason:
         print(f"stopped early: {algo.stop_reason}", file=sys.stderr)
     shown = {k: round(v, 4) for k, v in summary.items() if k.startswith("mean_") or k == "env_step"}

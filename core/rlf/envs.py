@@ -1161,22 +1161,26 @@ class Collector:
     build_actor_pool: Callable[..., Any] | None = None
     """Where the off-policy strategy's actors (``algo.actors > 0``) run when this collector is selected:
     ``build_actor_pool(job, config) -> rlf.training.off_policy.ActorPool``; None: forked local processes."""
+    plugin: str = "rlf"
+    """The plugin that registered it, named when its builder fails."""
 
     def __call__(self, env_name: str, factory: EnvFactory, num_envs: int) -> VectorEnv:
-        from .errors import PluginError
+        from .errors import PluginRunError, guarded
 
-        envs = self.build_collector(env_name, factory, num_envs, self.config)
+        envs = guarded(self.plugin, f"collector {self.name!r} (its builder)", self.build_collector, env_name, factory,
+                       num_envs, self.config)
         missing = [attribute for attribute in _CONTRACT if not hasattr(envs, attribute)]
         if missing:
             close = getattr(envs, "close", None)
             if callable(close):
                 close()
-            raise PluginError(f"collector {self.name!r} returned {type(envs).__name__}, which lacks "
-                              f"{', '.join(missing)} of rlf.VectorEnv; fix the collector's plugin")
+            raise PluginRunError(f"plugin {self.plugin!r} failed in collector {self.name!r} (its builder): "
+                                 f"collector {self.name!r} returned {type(envs).__name__}, which lacks "
+                                 f"{', '.join(missing)} of rlf.VectorEnv; fix the collector's plugin")
         if envs.num_envs != num_envs:
             envs.close()
-            raise PluginError(f"collector {self.name!r} built {envs.num_envs} envs where {num_envs} were "
-                              "asked for; fix the collector's plugin")
+            raise PluginRunError(f"plugin {self.plugin!r} failed in collector {self.name!r} (its builder): it built "
+                                 f"{envs.num_envs} envs where {num_envs} were asked for; fix the collector's plugin")
         return envs
 
 

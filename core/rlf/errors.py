@@ -46,3 +46,31 @@ class EnvWorkerError(RlfError):
     Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
 
     exit_code = 1
+
+
+class PluginRunError(PluginError):
+    """A plugin's builder or hook raised (or called sys.exit) while a run was going; the run stopped.
+
+    Not bad input, so the CLI exits with ``exit_code`` rather than the user-error code."""
+
+    exit_code = 1
+    hook_only = False
+    """True where a callback's hook failed between steps (the training state is whole: it is saved)."""
+
+
+def plugin_failure(plugin: str, hook: str, exc: BaseException) -> PluginRunError:
+    text = " ".join(str(exc).split()) or "(no message)"
+    text = text if len(text) <= 300 else text[:300] + "..."
+    what = "called sys.exit" if isinstance(exc, SystemExit) else type(exc).__name__
+    return PluginRunError(f"plugin {plugin!r} failed in {hook}: {what}: {text}")
+
+
+def guarded(plugin: str, hook: str, fn, *args, **kwargs):
+    """``fn(*args)``, plugin code: any exception it raises (or a ``sys.exit``) ends the run as one line
+    naming the plugin, the hook and the exception. rlf's own errors and Ctrl-C pass unchanged."""
+    try:
+        return fn(*args, **kwargs)
+    except (RlfError, KeyboardInterrupt):
+        raise
+    except (Exception, SystemExit) as exc:
+        raise plugin_failure(plugin, hook, exc) from exc

@@ -47,14 +47,26 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictInt,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from . import rundir
 from .config import SECTIONS, load_toml, merge, parse_overrides
 from .errors import ConfigError
 
-EXPERIMENT_KEYS = {"env", "steps", "seeds", "runs_dir", "metrics", "last", "eval_episodes", "eval_modes", "plot_metric",
-                   "smooth", "description", "fixed_start"}
-ALGORITHM_KEYS = {"seeds", "settings", "config", "steps", *SECTIONS}
 FINAL_EVAL_FILES = {"greedy": "final_eval.csv", "stochastic": "final_eval_stochastic.csv",  # results.SOURCES
                     "fixed-start": "final_eval_fixed_start.csv"}
 FINAL_EVAL_SOURCES = {"greedy": "final", "stochastic": "final-stochastic", "fixed-start": "final-fixed-start"}
@@ -90,74 +102,219 @@ class Experiment:
     runs: list[PlannedRun]
 
 
-def _table(data: dict, key: str, where: str) -> dict:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: [{key}] must be a table")
+def _component(name: Any) -> str:
+    """A setting or algorithm name becomes one directory of ``<runs_dir>/<setting>/<algorithm>-seed<N>``:
+    only a single path component keeps every run inside the runs directory."""
+    if not isinstance(name, str) or not name.strip() or name in (".", "..") or name.startswith(".") \
+            or any(c in name for c in "/\\\0") or not name.isprintable() or len(name) > 100:
+        raise _custom(f"{name!r} is not usable as a directory name: use letters, digits, '-' or '_' (no '/', "
+                      "no leading '.', at most 100 characters)")
+    return name
+
+
+def _custom(text: str) -> PydanticCustomError:
+    return PydanticCustomError("rlf", "{text}", {"text": text})  # the text as is, braces included
+
+
+def _whole_budget(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEPS:
+        raise _custom(f"the budget must be a whole number of env steps, at least 1 (and at most {MAX_STEPS:,})")
     return value
 
 
-def _unknown(found: Sequence[str], allowed: set[str], where: str) -> None:
-    extra = sorted(set(found) - allowed)
-    if extra:
-        raise ConfigError(f"{where}: unknown key(s) {extra}; allowed: {', '.join(sorted(allowed))}")
+MAX_STEPS = 10**12
+Name = Annotated[str, BeforeValidator(_component)]
+Budget = Annotated[int, BeforeValidator(_whole_budget)]
+Seed = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+Tables = dict[str, Any]
+# steps = N for every setting, or {setting = N, ...}; tagged, so an error names the one meant
+PerSettingBudget = Annotated[Annotated[Budget, Tag("n")] | Annotated[dict[Name, Budget], Tag("table")],
+                             Discriminator(lambda value: "table" if isinstance(value, dict) else "n")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ExperimentHead(_Model):
+    """The ``[experiment]`` table."""
+
+    env: str = Field(min_length=1)
+    steps: Budget = 100_000
+    seeds: list[Seed] = Field([0], min_length=1, max_length=1000)
+    runs_dir: str | None = Field(None, min_length=1)
+    metrics: list[Annotated[str, Field(min_length=1)]] = Field(["return"], min_length=1, max_length=100)
+    last: int = Field(100, ge=1, le=10**9)
+    eval_episodes: int = Field(0, ge=0, le=100_000)
+    eval_modes: list[Literal["greedy", "stochastic", "fixed-start"]] = Field(["greedy"], min_length=1)
+    fixed_start: list[Annotated[str, Field(min_length=1)]] = Field([], max_length=100, validate_default=True)
+    plot_metric: str | None = Field(None, min_length=1)
+    smooth: int = Field(10, ge=1, le=100_000)
+    description: str = ""
+
+    @field_validator("fixed_start")
+    @classmethod
+    def _fixed_start(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if "fixed-start" in info.data.get("eval_modes", ()) and not value:
+            raise _custom('eval mode "fixed-start" needs the --set overrides that make every start identical, '
+                          'e.g. fixed_start = ["env.noop_max=0"]')
+        try:
+            parse_overrides(value)  # a bad one is found now, not after the runs trained
+        except ConfigError as exc:
+            raise _custom(str(exc)) from None
+        return value
+
+    @field_validator("env", "runs_dir", "plot_metric")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise _custom("must not be blank")
+        return value
+
+
+class SettingTables(_Model):
+    """A ``[settings.<name>]`` table: what it changes in every run of that setting."""
+
+    run: Tables = {}
+    algo: Tables = {}
+    env: Tables = {}
+    collector: Tables = {}
+    logger: Tables = {}
+    callback: Tables = {}
+
+
+class AlgorithmEntry(SettingTables):
+    """An ``[algorithms.<name>]`` table."""
+
+    seeds: list[Seed] | None = Field(None, min_length=1, max_length=1000)
+    settings: list[Name] | None = Field(None, min_length=1)
+    config: str | None = Field(None, min_length=1)
+    steps: PerSettingBudget | None = None
+
+
+class ExperimentFile(_Model):
+    experiment: ExperimentHead
+    settings: dict[Name, SettingTables] = {}
+    algorithms: dict[Name, AlgorithmEntry] = Field(min_length=1)
+    run: Tables = {}
+    algo: Tables = {}
+    env: Tables = {}
+    collector: Tables = {}
+    logger: Tables = {}
+    callback: Tables = {}
+
+
+def _problem(exc: ValidationError, where: str, data: Any = None) -> ConfigError:
+    """The first validation error as one line: the table, the key, the value and what to give."""
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"]]
+    value = error.get("input")
+    while loc and loc[-1].isdigit() and isinstance(data, dict):  # a list's item: show the whole list
+        loc.pop()
+        value = _lookup(data, loc, value)
+    if not loc:
+        return ConfigError(f"{where}: {error['msg']}")
+    if len(loc) == 1 and error["type"] == "extra_forbidden":
+        return ConfigError(f"{where}: unknown table(s) [{loc[0]!r}]; allowed: {', '.join(_allowed(''))}")
+    if loc[0] == "algorithms" and len(loc) == 1:
+        return ConfigError(f"{where}: no [algorithms.<name>] tables; add one per algorithm to train")
+    if loc == ["experiment", "env"] and error["type"] == "missing":
+        return ConfigError(f'{where}: [experiment] needs env = "..." (one environment for every run)')
+    if loc[0] in ("experiment", *SECTIONS) and len(loc) == 1:
+        return ConfigError(f"{where}: [{loc[0]}] must be a table")
+    table, keys = (loc[0], loc[1:]) if loc[0] == "experiment" or len(loc) < 2 else (f"{loc[0]}.{loc[1]}", loc[2:])
+    if keys and keys[-1] == "[key]":  # a table's name
+        inner = [key for key in loc[2:-2] if key not in ("n", "table")]
+        return ConfigError(f"{where} [{loc[0]}{'.' + loc[1] if inner else ''}] {'.'.join(inner)}: {error['msg']}"
+                           .replace(" :", ":"))
+    if loc[:1] == ["algorithms"] and keys[:1] == ["steps"]:
+        keys = ["steps", *keys[2:]]  # drop the union's tag (n or table)
+    key = ".".join(keys)
+    if error["type"] == "extra_forbidden":
+        return ConfigError(f"{where} [{table}]: unknown key(s) [{key!r}]; allowed: "
+                           f"{', '.join(_allowed(loc[0]))}")
+    if error["type"] == "missing":
+        return ConfigError(f"{where} [{table}]: {key} is missing")
+    if not key:
+        return ConfigError(f"{where}: [{table}] must be a table")
+    shown = "" if isinstance(value, dict) else f" = {value!r}"
+    return ConfigError(f"{where} [{table}] {key}{shown}: {_message(error)}")
+
+
+def _lookup(data: dict, loc: list[str], default: Any) -> Any:
+    for key in loc:
+        if not isinstance(data, dict) or key not in data:
+            return default
+        data = data[key]
+    return data
+
+
+def _allowed(table: str) -> list[str]:
+    model = {"experiment": ExperimentHead, "settings": SettingTables, "algorithms": AlgorithmEntry}.get(table)
+    return sorted(model.model_fields) if model else sorted(ExperimentFile.model_fields)
+
+
+def _message(error: dict) -> str:
+    message = error["msg"]
+    if error["type"] == "literal_error" and error["loc"][-2:-1] == ("eval_modes",):
+        return "give a non-empty list of 'greedy', 'stochastic' and/or 'fixed-start'"
+    return message[0].lower() + message[1:] if message else message
 
 
 def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int] | None = None,
                     eval_episodes: int | None = None,
-                    runs_dir: Path | None = None, only: Sequence[str] = (), overrides: Sequence[str] = ()
+                    runs_dir: Path | str | None = None, only: Sequence[str] = (), overrides: Sequence[str] = ()
                     ) -> Experiment:
-    """Parse and expand an experiment file into its runs (validated later, when each is built)."""
+    """Parse, validate and expand an experiment file into its runs (``check_runs`` then resolves each)."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"experiment file {path} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"experiment file {path} is not valid TOML ({exc}); fix the syntax and retry") from None
     where = f"experiment file {path}"
-    _unknown(list(data), {"experiment", "settings", "algorithms", *SECTIONS}, where)
-    head = _table(data, "experiment", where)
-    _unknown(list(head), EXPERIMENT_KEYS, f"{where} [experiment]")
-    if "env" not in head:
-        raise ConfigError(f'{where}: [experiment] needs env = "..." (one environment for every run)')
-    budget = _budget(steps if steps is not None else head.get("steps", 100_000), "--steps or [experiment] steps")
-    default_seeds = list(seeds if seeds is not None else head.get("seeds", [0]))
-    shared = {section: dict(_table(data, section, where)) for section in SECTIONS}
-    settings = _table(data, "settings", where) or {"default": {}}
-    algorithms = _table(data, "algorithms", where)
-    if not algorithms:
-        raise ConfigError(f"{where}: no [algorithms.<name>] tables; add one per algorithm to train")
+    data = _read(path)
+    try:
+        parsed = ExperimentFile.model_validate(data)
+    except ValidationError as exc:
+        raise _problem(exc, where, data) from None
+    given = {key: value for key, value in (("steps", steps), ("seeds", None if seeds is None else list(seeds)),
+                                           ("eval_episodes", eval_episodes),
+                                           ("runs_dir", None if runs_dir is None else str(runs_dir)))
+             if value is not None}
+    try:
+        head = ExperimentHead.model_validate({**parsed.experiment.model_dump(exclude_unset=True), **given})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = str(error["loc"][0]) if error["loc"] else ""
+        if key not in given:
+            raise _problem(exc, where) from None
+        raise ConfigError(f"--{key.replace('_', '-')} {given[key]!r}: {_message(error)}") from None
+    settings = parsed.settings or {"default": SettingTables()}
+    for algorithm, spec in parsed.algorithms.items():
+        missing = sorted(set(spec.settings or ()) - set(settings))
+        if missing:
+            raise ConfigError(f"{where} [algorithms.{algorithm}]: unknown setting(s) {missing}; "
+                              f"defined: {', '.join(settings)}")
+        missing = sorted(set(spec.steps) - set(settings)) if isinstance(spec.steps, dict) else []
+        if missing:
+            raise ConfigError(f"{where} [algorithms.{algorithm}] steps: unknown setting(s) {missing}; "
+                              f"defined: {', '.join(settings)}")
     extra = parse_overrides(overrides)
-    out_dir = Path(runs_dir if runs_dir is not None else head.get("runs_dir", f"runs/{path.stem}"))
+    out_dir = rundir.validate(head.runs_dir if head.runs_dir is not None else f"runs/{path.stem}",
+                              what="runs directory")
+    shared = {section: getattr(parsed, section) for section in SECTIONS}
     planned: list[PlannedRun] = []
     for setting, setting_tables in settings.items():
-        if not isinstance(setting_tables, dict):
-            raise ConfigError(f"{where}: [settings.{setting}] must be a table")
-        _unknown(list(setting_tables), set(SECTIONS), f"{where} [settings.{setting}]")
-        for algorithm, spec in algorithms.items():
-            if not isinstance(spec, dict):
-                raise ConfigError(f"{where}: [algorithms.{algorithm}] must be a table")
-            _unknown(list(spec), ALGORITHM_KEYS, f"{where} [algorithms.{algorithm}]")
-            wanted = spec.get("settings")
-            if wanted is not None:
-                missing = sorted(set(wanted) - set(settings))
-                if missing:
-                    raise ConfigError(f"{where} [algorithms.{algorithm}]: unknown setting(s) {missing}; "
-                                      f"defined: {', '.join(settings)}")
-                if setting not in wanted:
-                    continue
+        for algorithm, spec in parsed.algorithms.items():
+            if spec.settings is not None and setting not in spec.settings:
+                continue
             config: dict[str, Any] = {section: {} for section in SECTIONS}
             config = merge(config, shared)
-            if "config" in spec:
-                config = merge(config, load_toml(path.parent / spec["config"]))
-            config = merge(config, {s: spec.get(s, {}) for s in SECTIONS})
-            config = merge(config, {s: setting_tables.get(s, {}) for s in SECTIONS})
+            if spec.config is not None:
+                config = merge(config, load_toml(path.parent / spec.config))
+            config = merge(config, {s: getattr(spec, s) for s in SECTIONS})
+            config = merge(config, {s: getattr(setting_tables, s) for s in SECTIONS})
             config = merge(config, extra)
-            algo_seeds = list(seeds) if seeds is not None else list(spec.get("seeds", default_seeds))
+            algo_seeds = list(seeds) if seeds is not None else (spec.seeds or head.seeds)
             # --steps on the command line wins over every file budget (a quick trial of the whole file)
-            run_budget = budget if steps is not None else _algorithm_budget(spec, algorithm, setting, budget)
-            for seed in algo_seeds:
+            run_budget = head.steps if steps is not None else _algorithm_budget(spec, setting, head.steps)
+            for seed in dict.fromkeys(algo_seeds):
                 name = f"{setting}/{algorithm}-seed{seed}"
                 run_config = merge(config, {"run": {"steps": run_budget, "seed": int(seed)}})
                 planned.append(PlannedRun(name, setting, algorithm, int(seed), run_config, out_dir / name,
@@ -167,38 +324,69 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
         if not planned:
             raise ConfigError(f"--only {' '.join(only)} matches none of this experiment's runs "
                               "(names are <setting>/<algorithm>-seed<N>; see --dry-run)")
-    metrics = list(head.get("metrics", ["return"]))
-    modes = head.get("eval_modes", ["greedy"])
-    if not isinstance(modes, list) or not modes or any(m not in FINAL_EVAL_FILES for m in modes):
-        raise ConfigError(f"{where} [experiment] eval_modes = {modes!r}: give a non-empty list of "
-                          f"{' and/or '.join(map(repr, FINAL_EVAL_FILES))}")
-    fixed_start = head.get("fixed_start", [])
-    if not isinstance(fixed_start, list) or not all(isinstance(item, str) for item in fixed_start):
-        raise ConfigError(f'{where} [experiment] fixed_start = {fixed_start!r}: give a list of --set overrides, '
-                          'e.g. ["env.noop_max=0"]')
-    if "fixed-start" in modes and not fixed_start:
-        raise ConfigError(f'{where} [experiment]: eval mode "fixed-start" needs fixed_start = [...], the --set '
-                          'overrides that make every start identical (e.g. ["env.noop_max=0"])')
-    parse_overrides(fixed_start)  # a bad one is found now, not after the runs trained
-    return Experiment(path, str(head["env"]), budget, out_dir, metrics, int(head.get("last", 100)),
-                      int(eval_episodes if eval_episodes is not None else head.get("eval_episodes", 0)),
-                      list(dict.fromkeys(modes)), list(fixed_start),
-                      str(head.get("plot_metric", metrics[0])),
-                      int(head.get("smooth", 10)), planned)
+    return Experiment(path, head.env, head.steps, out_dir, list(head.metrics), head.last, head.eval_episodes,
+                      list(dict.fromkeys(head.eval_modes)), list(head.fixed_start),
+                      head.plot_metric or head.metrics[0], head.smooth, planned)
 
 
-def _budget(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where} = {value!r}: the budget must be a whole number of env steps, at least 1")
-    return value
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+        return tomllib.loads(text)
+    except FileNotFoundError:
+        raise ConfigError(f"experiment file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"experiment file {path} is a directory; pass a TOML file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"experiment file {path} is not UTF-8 text (byte {exc.start}); pass a TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"experiment file {path} cannot be read ({exc.strerror}); pass a readable TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"experiment file {path} is not valid TOML ({exc}); fix the syntax and retry") from None
 
 
-def _algorithm_budget(spec: dict, algorithm: str, setting: str, default: int) -> int:
+def _algorithm_budget(spec: AlgorithmEntry, setting: str, default: int) -> int:
     """``steps = N`` for every setting, or ``steps = {game = N, none = M}`` (a setting left out: the default)."""
-    value = spec.get("steps", default)
-    if isinstance(value, dict):
-        return _budget(value.get(setting, default), f"[algorithms.{algorithm}] steps.{setting}")
-    return _budget(value, f"[algorithms.{algorithm}] steps")
+    if isinstance(spec.steps, dict):
+        return spec.steps.get(setting, default)
+    return default if spec.steps is None else spec.steps
+
+
+def check_runs(experiment: Experiment, registry=None) -> None:
+    """Resolve every run (algorithm, environment, settings, ``--set``) and check where it goes, before
+    the first one trains: a mistake in the last run must not be found after hours of the others."""
+    from . import api
+    from .errors import RlfError
+
+    for run in experiment.runs:
+        try:
+            config = merge(run.config, {"run": {"run_dir": str(run.path), "progress": False}})
+            api.resolve(run.algorithm, experiment.env, config=config, registry=registry)
+            _check_place(run)
+        except RlfError as exc:
+            raise ConfigError(f"run {run.name}: {exc}; nothing was trained") from None
+
+
+def _check_place(run: PlannedRun) -> None:
+    rundir.validate(run.path)
+    for path in (run.path.parent, run.path):
+        if path.is_symlink():
+            raise ConfigError(f"{path} is a symbolic link; rlf experiment writes its runs only inside the runs "
+                              "directory: remove the link or choose another runs_dir")
+    if run.path.is_dir() and not _ours(run.path):
+        raise ConfigError(f"{run.path} already exists and holds files rlf did not write; rlf never moves or "
+                          "writes into a directory it did not create: move it away or choose another runs_dir")
+
+
+def _ours(path: Path) -> bool:
+    """An empty directory, or one a run of rlf created (its record of files, or a run.json of rlf's)."""
+    from .api import RUN_FILE
+
+    try:
+        empty = not any(path.iterdir())
+    except OSError:
+        return False
+    return empty or (path / rundir.MANIFEST_FILE).is_file() or RUN_FILE in rundir.owned_files(path)
 
 
 def _done_steps(run: PlannedRun) -> int | None:
@@ -235,6 +423,8 @@ def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=No
         action = "resumed"
     else:
         if run.path.exists() and any(run.path.iterdir()):
+            if not _ours(run.path):  # checked before training began; it may have appeared since
+                _check_place(run)
             # hidden, so `rlf compare <runs_dir>` does not count it as another seed
             aside = run.path.with_name(f".{run.path.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
             run.path.rename(aside)
@@ -252,7 +442,11 @@ def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=No
 
 
 def _mark_done(run: PlannedRun, env_steps: int) -> None:
-    (run.path / DONE_FILE).write_text(json.dumps({"env_steps": env_steps, "finished_at": time.time()}))
+    from .checkpoint import atomic_write
+    from .rundir import claim
+
+    record = json.dumps({"env_steps": env_steps, "finished_at": time.time()}).encode()
+    atomic_write(claim(run.path, DONE_FILE), lambda handle: handle.write(record))
 
 
 def _evaluated_since_done(run: PlannedRun, target) -> bool:
@@ -268,9 +462,8 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], reg
                  mode: str = "greedy", fixed_start: Sequence[str] = ()) -> bool:
     """Evaluation episodes of a finished run (``mode`` greedy, stochastic or fixed-start: greedy on an
     env made deterministic by the ``fixed_start`` overrides), one row each in the mode's file (once)."""
-    import csv
-
     from . import api
+    from .rundir import claim, rewrite_csv
 
     target = run.path / FINAL_EVAL_FILES[mode]
     if episodes < 1 or _done_steps(run) is None or _evaluated_since_done(run, target):
@@ -283,12 +476,7 @@ def evaluate_one(run: PlannedRun, episodes: int, log: Callable[[str], None], reg
     algo.evaluate(episodes=episodes, stochastic=mode == "stochastic")
     rows = algo.last_evaluation
     columns = sorted({k for row in rows for k in row})
-    tmp = target.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(target)
+    rewrite_csv(claim(run.path, target.name), columns, rows)
     log(f"{run.name}: {len(rows)} {mode} evaluation episodes -> {target}")
     return True
 
@@ -300,6 +488,8 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
 
     from .training.trainer import Interrupted
 
+    if train:
+        check_runs(experiment, registry)
     outcomes: dict[str, str] = {}
     previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
@@ -356,11 +546,13 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
             sections += [f"\n## {mode.capitalize()} evaluation after training ({count} episode(s) per run)\n",
                          format_table(compare(evaluated, experiment.metrics, FINAL_EVAL_SOURCES[mode], 10**9),
                                       experiment.metrics)]
+    from .checkpoint import atomic_write
+
     table = experiment.runs_dir / "compare.md"
-    table.write_text("\n".join(sections))
+    atomic_write(table, lambda handle: handle.write("\n".join(sections).encode()))  # never through a link
     csv_path = experiment.runs_dir / "compare.csv"
-    csv_path.write_text(format_table(compare(runs, experiment.metrics, "train", experiment.last),
-                                     experiment.metrics, "csv"))
+    csv_text = format_table(compare(runs, experiment.metrics, "train", experiment.last), experiment.metrics, "csv")
+    atomic_write(csv_path, lambda handle: handle.write(csv_text.encode()))
     written += [table, csv_path]
     try:
         from .plotting import plot_runs
@@ -387,6 +579,7 @@ def main(args) -> int:
                                  runs_dir=args.runs_dir,
                                  only=args.only, overrides=args.overrides)
     if args.dry_run:
+        check_runs(experiment)
         for run in experiment.runs:
             done = _done_steps(run)
             state = "done" if done is not None and done >= run.steps else (

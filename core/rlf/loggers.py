@@ -18,9 +18,9 @@ import numpy as np
 
 from .callbacks import Logger
 from .config import RunConfig
+from .rundir import TENSORBOARD_DIR, TensorBoardFiles
 from .stats import CsvLog, Progress
 
-TENSORBOARD_DIR = "tensorboard"
 
 
 def _tensorboardx():
@@ -88,7 +88,10 @@ class TensorBoardLogger(Logger):
 
         # On resume, TensorBoard hides what a killed run logged after its checkpoint (as the CSVs are cut)
         resumed = trainer.counters["env_steps"]
-        self.writer = SummaryWriter(str(self.directory), flush_secs=30, purge_step=resumed + 1 if resumed else None)
+        files = TensorBoardFiles(self.directory.parent)
+        self.writer = SummaryWriter(str(self.directory), flush_secs=30, purge_step=resumed + 1 if resumed else None,
+                                    filename_suffix=files.suffix)
+        files.record()
 
     def _scalars(self, step: int, values: dict[str, Any], prefix: str = "") -> None:
         for tag, value in values.items():
@@ -145,7 +148,13 @@ def tensorboard_video(run_dir: Path, tag: str, frames: list[np.ndarray], fps: in
     """An evaluation video into the run's TensorBoard files, as an animated GIF image summary
     (TensorBoard's images tab plays it). tensorboardX's own ``add_video`` needs moviepy and torch
     tensors; the GIF is encoded with Pillow, which ``--record`` already uses."""
-    from PIL import Image
+    try:
+        from PIL import Image
+    except ImportError:
+        from .errors import ConfigError
+
+        raise ConfigError("--tensorboard encodes the video with Pillow, which is not installed; "
+                          "pip install pillow (or rlf[video])") from None
     FileWriter = _tensorboardx().FileWriter  # noqa: N806
     from tensorboardX.proto.summary_pb2 import Summary
 
@@ -154,8 +163,10 @@ def tensorboard_video(run_dir: Path, tag: str, frames: list[np.ndarray], fps: in
     images[0].save(buffer, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
     height, width = np.asarray(frames[0]).shape[:2]
     image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=buffer.getvalue())
-    directory = Path(run_dir) / TENSORBOARD_DIR
-    writer = FileWriter(str(directory))
+    files = TensorBoardFiles(Path(run_dir))
+    directory = files.directory
+    writer = FileWriter(str(directory), filename_suffix=files.suffix)
+    files.record()
     try:
         writer.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), global_step=int(step))
     finally:

@@ -99,9 +99,12 @@ def plot_runs(runs: Sequence[Run], output: Path, metric: str = "return", x: str 
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8, loc="best")
         figure.tight_layout()
+        from .checkpoint import atomic_write
+
         output = Path(output)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(output, dpi=dpi)
+        fmt = output.suffix.lstrip(".").lower() or None
+        # a new file renamed into place: a link at the name is replaced, never written through
+        atomic_write(output, lambda handle: figure.savefig(handle, dpi=dpi, format=fmt))
     finally:
         plt.close(figure)
     return drawn

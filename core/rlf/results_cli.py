@@ -53,7 +53,7 @@ def add_commands(sub) -> None:
     experiment.add_argument("--steps", type=int, help="override the budget of every run")
     experiment.add_argument("--seeds", type=_seeds, help="override every algorithm's seeds, e.g. 0,1")
     experiment.add_argument("--eval-episodes", type=int, help="override the evaluation episodes per run and mode")
-    experiment.add_argument("--runs-dir", type=Path, help="where the runs go (default: the file's runs_dir)")
+    experiment.add_argument("--runs-dir", help="where the runs go (default: the file's runs_dir)")
     experiment.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                             help="override a setting of every run, e.g. --set num_envs=4")
     experiment.add_argument("--dry-run", action="store_true", help="list the runs and their state; train nothing")

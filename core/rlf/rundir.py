@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
 import json
 import os
-import shutil
+import re
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -24,13 +26,26 @@ from .errors import RunDirError
 
 LOCK_FILE = ".rlf.lock"
 OWNER_FILE = ".rlf-owner.json"
-# What makes a directory "hold a run", and what --overwrite removes (never anything else).
+MANIFEST_FILE = ".rlf-files.json"
+"""Every file rlf wrote in the run directory, recorded before it is created: what --overwrite,
+checkpoint rotation and stale-temp cleanup may delete (nothing else)."""
+INTERNAL_FILES = (LOCK_FILE, OWNER_FILE, MANIFEST_FILE)
+# What makes a directory "hold a run".
 RUN_FILES = ("run.json", "checkpoint.rlf", "metrics.csv", "episodes.csv")
-# Also written by a run (periodic evaluation), removed by --overwrite and cut back on resume.
+# Also written by a run (periodic evaluation), and cut back on resume.
 EXTRA_FILES = ("eval.csv", "best.rlf", "best.json")
 HISTORY_FILES = ("metrics.csv", "episodes.csv", "eval.csv")
-CHECKPOINT_GLOB = "checkpoint*.rlf"
-STALE_TMP_GLOBS = (".checkpoint*.rlf.*.tmp", ".run.json.*.tmp", "*.csv.tmp", f".{OWNER_FILE}.*.tmp")
+# Written by `rlf experiment` into each of its runs.
+EXPERIMENT_FILES = ("experiment.json", "final_eval.csv", "final_eval_stochastic.csv")
+TENSORBOARD_DIR = "tensorboard"
+_KEPT_CHECKPOINT = re.compile(r"checkpoint-\d+\.rlf")
+_EVENT_FILE = re.compile(r"events\.out\.tfevents\..+")
+
+
+def rlf_name(name: str) -> bool:
+    """A name rlf writes in a run directory: a file of that name that rlf did not write is in the way."""
+    return (name in (*RUN_FILES, *EXTRA_FILES, *EXPERIMENT_FILES, TENSORBOARD_DIR)
+            or bool(_KEPT_CHECKPOINT.fullmatch(name)))
 
 
 def validate(path: Path | str | None, *, what: str = "run directory") -> Path:
@@ -75,7 +90,208 @@ def _exists(path: Path) -> bool:
 
 
 def holds_run(path: Path) -> bool:
-    return path.is_dir() and any((path / name).exists() for name in RUN_FILES)
+    """Whether ``path`` holds a run rlf wrote (a user's own ``metrics.csv`` does not make one)."""
+    if not path.is_dir():
+        return False
+    owned = owned_files(path)
+    return any(name in owned and (path / name).exists() for name in RUN_FILES)
+
+
+# -- the manifest: which files in a run directory are rlf's ---------------------------------------
+
+_held: dict[str, Manifest] = {}
+"""The manifests of the run directories this process holds the lock of (by absolute path)."""
+
+
+class Manifest:
+    """The names (relative to the run directory) of the files rlf wrote there, kept on disk."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.files, self.kept = _read_manifest(self.run_dir)
+        """``kept``: the user's files found when the run started; never rlf's, whatever their names."""
+
+    def add(self, name: str) -> None:
+        """Record ``name`` before it is created: a kill in between leaves a name without a file, never
+        a file rlf wrote that it would not recognise."""
+        if name not in self.files:
+            self.files.add(name)
+            self.save()
+
+    def discard(self, names: set[str]) -> None:
+        if names & self.files:
+            self.files -= names
+            self.save()
+
+    def keep(self, names: list[str]) -> None:
+        if set(names) - self.kept:
+            self.kept |= set(names)
+            self.save()
+
+    def save(self) -> None:
+        data = {"format": "rlf-files", "files": sorted(self.files), "kept": sorted(self.kept)}
+        _write_atomic(self.run_dir / MANIFEST_FILE, json.dumps(data, indent=0).encode())
+
+
+def _read_manifest(run_dir: Path) -> tuple[set[str], set[str]]:
+    try:
+        data = json.loads((run_dir / MANIFEST_FILE).read_bytes())
+        files, kept = (data["files"], data.get("kept", [])) if data.get("format") == "rlf-files" else (None, None)
+    except FileNotFoundError:
+        return _legacy_files(run_dir), set()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        files = kept = None
+    if not isinstance(files, list) or not isinstance(kept, list):
+        raise RunDirError(f"run directory {run_dir}: its record of rlf's files ({MANIFEST_FILE}) is unreadable; "
+                          "move the files you want to keep elsewhere and choose another --run-dir")
+    return ({name for name in files if isinstance(name, str) and _inside_name(name)},
+            {name for name in kept if isinstance(name, str)})
+
+
+def _inside_name(name: str) -> bool:
+    """A recorded name may only be a file in the run directory or in its tensorboard/ (never ``..``)."""
+    parts = name.split("/")
+    return (len(parts) == 1 and parts[0] not in ("", ".", "..")) or (
+        len(parts) == 2 and parts[0] == TENSORBOARD_DIR and parts[1] not in ("", ".", ".."))
+
+
+def _legacy_files(run_dir: Path) -> set[str]:
+    """A run written before rlf kept its manifest: rlf's own names in it are rlf's files."""
+    try:
+        is_run = json.loads((run_dir / "run.json").read_bytes()).get("format") == "rlf-run"
+    except (OSError, ValueError, AttributeError):
+        is_run = False
+    if not is_run:
+        return set()
+    names = {entry.name for entry in _entries(run_dir) if rlf_name(entry.name) and entry.name != TENSORBOARD_DIR}
+    board = run_dir / TENSORBOARD_DIR
+    if board.is_dir() and not board.is_symlink():
+        names |= {f"{TENSORBOARD_DIR}/{entry.name}" for entry in _entries(board) if _EVENT_FILE.fullmatch(entry.name)}
+    return names
+
+
+def _entries(directory: Path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory) as entries:
+            return list(entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def manifest(run_dir: Path) -> Manifest:
+    """The held run directory's manifest, or (not held: `rlf experiment` writing beside a run) a fresh read."""
+    return _held.get(os.path.abspath(run_dir)) or Manifest(Path(run_dir))
+
+
+def owned_files(run_dir: Path) -> set[str]:
+    book = manifest(run_dir)
+    return book.files - book.kept
+
+
+def claim(run_dir: Path, name: str) -> Path:
+    """The path of ``name`` in the run directory, recorded as rlf's, after checking that writing it cannot
+    leave the run directory (no symlink on the way) and does not replace a file rlf did not write."""
+    run_dir = Path(run_dir)
+    path = run_dir / name
+    book = manifest(run_dir)
+    if name not in book.files and _exists_nofollow(path):
+        raise RunDirError(f"run directory {run_dir} holds {name}, which rlf did not write and would replace; "
+                          "move or rename it, or choose another --run-dir")
+    _refuse_links_on_the_way(run_dir, name)
+    book.add(name)
+    return path
+
+
+def _exists_nofollow(path: Path) -> bool:
+    try:
+        os.lstat(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _refuse_links_on_the_way(run_dir: Path, name: str) -> None:
+    current = Path(run_dir)
+    for part in name.split("/"):
+        current = current / part
+        if current.is_symlink():
+            raise _link_error(run_dir, [current.name])
+
+
+def _link_error(run_dir: Path, names: list[str]) -> RunDirError:
+    shown = ", ".join(sorted(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return RunDirError(f"run directory {run_dir} holds symbolic link(s) {shown} that rlf would write through "
+                       "or that point outside it; rlf writes only inside its run directory and never through "
+                       "links: remove the link(s) or choose another --run-dir")
+
+
+def open_for_write(run_dir: Path, name: str, mode: str = "a", newline: str | None = ""):
+    """Open ``name`` in the run directory for appending (``a``) or writing (``w``), recorded as rlf's
+    and never through a symlink (O_NOFOLLOW: a link planted after the start check is refused too)."""
+    path = claim(run_dir, name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _link_error(Path(run_dir), [name]) from None
+        raise
+    return os.fdopen(fd, mode, newline=newline)
+
+
+class TensorBoardFiles:
+    """The run's ``tensorboard/`` directory for an event-file writer (tensorboardX opens its files
+    itself): a real directory, never a link; the files the writer creates are recorded as rlf's."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.directory = self.run_dir / TENSORBOARD_DIR
+        _refuse_links_on_the_way(self.run_dir, TENSORBOARD_DIR)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._before = {entry.name for entry in _entries(self.directory)}
+        # a random part in the writer's file name: a link planted in advance cannot match it
+        self.suffix = f".{os.urandom(4).hex()}"
+
+    def record(self) -> None:
+        book = manifest(self.run_dir)
+        for entry in _entries(self.directory):
+            if entry.name not in self._before and entry.name.endswith(self.suffix):
+                book.add(f"{TENSORBOARD_DIR}/{entry.name}")
+
+
+def check_links(run_dir: Path) -> None:
+    """Refuse a run directory holding a symlink at a name rlf writes, or one pointing outside it."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return
+    root = os.path.realpath(run_dir)
+    bad = []
+    board = run_dir / TENSORBOARD_DIR
+    entries = _entries(run_dir) + (_entries(board) if board.is_dir() and not board.is_symlink() else [])
+    for entry in entries:
+        if not entry.is_symlink():
+            continue
+        target = os.path.realpath(entry.path)
+        inside = os.path.commonpath([root, target]) == root
+        ours = entry.name in INTERNAL_FILES or rlf_name(entry.name) or Path(entry.path).parent.name == TENSORBOARD_DIR
+        if ours or not inside:
+            bad.append(os.path.relpath(entry.path, run_dir))
+    if bad:
+        raise _link_error(run_dir, bad)
+
+
+def foreign_files(run_dir: Path) -> list[str]:
+    """Files in the run directory (and its tensorboard/) that rlf did not write."""
+    owned = owned_files(run_dir) | set(INTERNAL_FILES)
+    kept = manifest(run_dir).kept
+    found = []
+    for entry in _entries(run_dir):
+        if entry.name == TENSORBOARD_DIR and entry.is_dir(follow_symlinks=False):
+            found += [f"{TENSORBOARD_DIR}/{e.name}" for e in _entries(Path(entry.path))
+                      if f"{TENSORBOARD_DIR}/{e.name}" not in owned]
+        elif entry.name not in owned and (entry.name in kept or not _own_tmp(entry.name, owned)):
+            found.append(entry.name)
+    return sorted(found)
 
 
 class RunDirLock:
@@ -93,6 +309,7 @@ class RunDirLock:
         except OSError as exc:
             raise RunDirError(f"cannot create run directory {self.run_dir} ({exc.strerror}); "
                               "choose another --run-dir") from None
+        check_links(self.run_dir)  # before the lock file is opened: it may be one of them
         lock = FileLock(self.run_dir / LOCK_FILE, timeout=0)
         try:
             lock.acquire()
@@ -107,6 +324,9 @@ class RunDirLock:
             owner = {"pid": os.getpid(), "host": socket.gethostname(),
                      "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
             _write_atomic(self.run_dir / OWNER_FILE, json.dumps(owner).encode())
+            book = Manifest(self.run_dir)
+            book.save()  # a run from before the manifest gets one, of the files rlf's names say are its own
+            _held[os.path.abspath(self.run_dir)] = book
             clean_stale_tmp(self.run_dir)
         except BaseException:
             self.release()
@@ -115,6 +335,7 @@ class RunDirLock:
 
     def release(self) -> None:
         if self._lock is not None:
+            _held.pop(os.path.abspath(self.run_dir), None)
             self._lock.release()
             self._lock = None
 
@@ -133,29 +354,74 @@ def describe_owner(run_dir: Path) -> str:
         return "another process (its owner record is unreadable)"
 
 
+def _own_tmp(name: str, owned: set[str]) -> bool:
+    """A temporary file of a write to one of rlf's files: ``.<name>.<random>.tmp`` (atomic writes)
+    or ``<name>.tmp`` (CSV rewrites)."""
+    if name.endswith(".tmp"):
+        base = name[:-4]
+        if base in owned:
+            return True
+        if base.startswith("."):
+            stem, _, _random = base[1:].rpartition(".")
+            return stem in owned
+    return False
+
+
 def clean_stale_tmp(run_dir: Path) -> list[Path]:
-    """Temporary files of writes that a kill interrupted; only called while holding the lock."""
+    """Temporary files of writes to rlf's files that a kill interrupted; only called while holding the lock.
+    A temporary file of any other name (``notes.csv.tmp``) is the user's, and kept."""
+    owned = owned_files(run_dir) | set(INTERNAL_FILES)
+    kept = manifest(run_dir).kept
     removed = []
-    for pattern in STALE_TMP_GLOBS:
-        for path in Path(run_dir).glob(pattern):
-            path.unlink(missing_ok=True)
-            removed.append(path)
+    for entry in _entries(Path(run_dir)):
+        if entry.name not in kept and _own_tmp(entry.name, owned) and entry.is_file(follow_symlinks=False):
+            Path(entry.path).unlink(missing_ok=True)
+            removed.append(Path(entry.path))
     return removed
 
 
 def remove_run(run_dir: Path) -> None:
     """What --overwrite does: remove the files rlf wrote, keep anything else the user put there."""
-    for name in (*RUN_FILES, *EXTRA_FILES):
-        (run_dir / name).unlink(missing_ok=True)
-    for path in run_dir.glob(CHECKPOINT_GLOB):
-        path.unlink(missing_ok=True)
-    shutil.rmtree(run_dir / "tensorboard", ignore_errors=True)
+    run_dir = Path(run_dir)
+    book = manifest(run_dir)
+    removed = set()
+    for name in sorted(book.files):
+        path = run_dir / name
+        if os.path.islink(path) or path.is_file():
+            path.unlink(missing_ok=True)
+        removed.add(name)
+    book.discard(removed)
+    board = run_dir / TENSORBOARD_DIR
+    if any(name.startswith(f"{TENSORBOARD_DIR}/") for name in removed) and board.is_dir() and not _entries(board):
+        board.rmdir()  # only the directory rlf's event files were in, once empty
 
 
 def refuse_existing_run(run_dir: Path) -> None:
     if holds_run(run_dir):
         raise RunDirError(f"run directory {run_dir} already holds a run; continue it with "
                           f"`rlf train --resume {run_dir}`, replace it with --overwrite, or choose another --run-dir")
+
+
+def refuse_foreign(run_dir: Path, allowed: bool) -> None:
+    """A new run in a directory holding files rlf did not write: refused unless ``allowed`` (--overwrite),
+    and always where such a file has a name the run would write (rlf would replace it). Allowed, they
+    are recorded as the user's (held directory only), so that no later cleanup takes one for rlf's."""
+    found = foreign_files(run_dir)
+    clashing = [name for name in found if rlf_name(name)]
+    if clashing:
+        raise RunDirError(f"run directory {run_dir} holds {_names(clashing)}, which rlf did not write but a run "
+                          "would replace; move or rename them, or choose another --run-dir")
+    if found and not allowed:
+        raise RunDirError(f"run directory {run_dir} holds files rlf did not write ({_names(found)}); rlf never "
+                          "deletes them: move them away, choose another --run-dir, or pass --overwrite to train "
+                          "beside them (they are kept)")
+    if found and os.path.abspath(run_dir) in _held:
+        _held[os.path.abspath(run_dir)].keep(found)
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(repr(name)[1:-1] for name in names[:5])  # repr: a newline in a name stays on the line
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 # -- history ------------------------------------------------------------------------------------
@@ -183,14 +449,25 @@ def truncate_history(run_dir: Path, env_step: int, names: tuple[str, ...] = HIST
                 and _step(row[index]) <= env_step]
         if len(kept) == len(rows):
             continue
-        tmp = path.with_name(f"{path.name}.tmp")
-        with tmp.open("w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            writer.writerows(kept)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        rewrite_csv(path, header, kept)
+
+
+def rewrite_csv(path: Path, header: list[str], rows: list[list[str]] | list[dict[str, Any]]) -> None:
+    """Replace a CSV atomically (a new file renamed over it: never a write through a link at its name).
+    ``rows`` are lists in header order or dicts (missing keys left empty)."""
+    from .checkpoint import atomic_write
+
+    def write(handle) -> None:
+        text = io.TextIOWrapper(handle, newline="", write_through=True)
+        csv.writer(text).writerow(header)
+        if rows and isinstance(rows[0], dict):
+            csv.DictWriter(text, fieldnames=header, restval="").writerows(rows)
+        else:
+            csv.writer(text).writerows(rows)
+        text.flush()
+        text.detach()  # the handle stays open for atomic_write's fsync
+
+    atomic_write(path, write)
 
 
 def _step(text: str) -> float | None:

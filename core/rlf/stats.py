@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,8 @@ from pathlib import Path
 class CsvLog:
     """Append rows to a CSV whose columns may grow: a new key rewrites the header once.
 
-    Each ``write`` is flushed, so a crash loses at most the rows being written.
+    Each ``write`` is flushed, so a crash loses at most the rows being written. The file is one of
+    the run directory's (recorded as rlf's) and is never written through a symlink.
     """
 
     def __init__(self, path: Path):
@@ -27,7 +27,9 @@ class CsvLog:
         self._open()
 
     def _open(self) -> None:
-        self._handle = self.path.open("a", newline="")
+        from .rundir import open_for_write
+
+        self._handle = open_for_write(self.path.parent, self.path.name, "a")
         self._writer = csv.DictWriter(self._handle, fieldnames=self.columns, restval="")
         if self._handle.tell() == 0 and self.columns:
             self._writer.writeheader()
@@ -51,12 +53,9 @@ class CsvLog:
             with self.path.open(newline="") as handle:
                 rows = list(csv.DictReader(handle))
         self.columns = self.columns + new
-        tmp = self.path.with_suffix(".csv.tmp")
-        with tmp.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=self.columns, restval="")
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, self.path)
+        from .rundir import rewrite_csv
+
+        rewrite_csv(self.path, self.columns, rows)
         self._open()
 
     def close(self) -> None:

@@ -142,6 +142,7 @@ def test_runs_resumes_skips_and_reports(registry, experiment_file, tmp_path):
     # a run killed before its first checkpoint starts over; the old directory is kept aside
     broken = load_experiment(experiment_file, only=["long/linear-pg-seed0"])
     broken.runs[0].path.mkdir(parents=True)
+    (broken.runs[0].path / "run.json").write_text('{"format": "rlf-run"}')   # written first, by rlf
     (broken.runs[0].path / "episodes.csv").write_text("env_step,return\n1,0\n")
     run_experiment(broken, log=log.append, registry=registry, report=False)
     aside = list(broken.runs[0].path.parent.glob(".linear-pg-seed0.incomplete-*"))
@@ -217,10 +218,122 @@ def test_fixed_start_evaluation_plays_one_greedy_episode_with_its_overrides(regi
 
 
 @pytest.mark.parametrize("head, message", [
-    ('eval_modes = ["fixed-start"]', 'eval mode "fixed-start" needs fixed_start'),
-    ('fixed_start = "env.noop_max=0"', "give a list of --set overrides"),
+    ('eval_modes = ["fixed-start"]', 'eval mode "fixed-start" needs the --set overrides'),
+    ('fixed_start = "env.noop_max=0"', "fixed_start = 'env.noop_max=0': input should be a valid list"),
+    ('fixed_start = ["noop_max"]', "fixed_start"),
 ])
 def test_bad_fixed_start_settings(experiment_file, head, message):
     experiment_file.write_text(experiment_file.read_text().replace("eval_episodes = 3", f"eval_episodes = 3\n{head}"))
     with pytest.raises(ConfigError, match=message):
         load_experiment(experiment_file)
+
+
+BASE = "[experiment]\nenv='line'\nruns_dir='{runs}'\n{head}\n[algorithms.tabular-q]\n{algo}\n"
+
+
+@pytest.mark.parametrize("head, algo, rest, message", [
+    ("seeds=3", "", "", "[experiment] seeds = 3: input should be a valid list"),
+    ("seeds=[]", "", "", "seeds = []: list should have at least 1 item"),
+    ("seeds=[-1]", "", "", "seeds = [-1]: input should be greater than or equal to 0"),
+    ("steps=64.7", "", "", "steps = 64.7: the budget must be a whole number"),
+    ("eval_episodes=-1", "", "", "eval_episodes = -1: input should be greater than or equal to 0"),
+    ("last=true", "", "", "last = True: input should be a valid integer"),
+    ("metrics=[]", "", "", "metrics = []: list should have at least 1 item"),
+    ("metrics=[3]", "", "", "metrics = [3]: input should be a valid string"),
+    ("smooth='x'", "", "", "smooth = 'x'"),
+    ("description=5", "", "", "description = 5"),
+    ("", "seeds='0'", "", "[algorithms.tabular-q] seeds = '0'"),
+    ("", "config=3", "", "[algorithms.tabular-q] config = 3"),
+    ("", "run=3", "", "[algorithms.tabular-q] run = 3: input should be a valid dictionary"),
+    ("", "steps={'../x'=5}", "", "[algorithms.tabular-q] steps: '../x' is not usable as a directory name"),
+    ("", "", "[settings.'../../x']\n", "[settings]: '../../x' is not usable as a directory name"),
+    ("", "", "[settings.'/etc']\n", "'/etc' is not usable as a directory name"),
+    ("", "", "[settings.'']\n", "'' is not usable as a directory name"),
+    ("", "", "[settings.'.hidden']\n", "'.hidden' is not usable"),
+    ("", "", "[algorithms.'..']\n", "[algorithms]: '..' is not usable as a directory name"),
+    ("", "", "[algorithms.'a/b']\n", "'a/b' is not usable"),
+    ("", "", "[bogus]\n", "unknown table(s) ['bogus']"),
+    ("", "", "[settings.a]\nfoo=1\n", "[settings.a]: unknown key(s) ['foo']"),
+])
+def test_experiment_fields_are_typed_bounded_and_names_are_single_directories(tmp_path, head, algo, rest, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(BASE.format(runs=tmp_path / "runs", head=head, algo=algo) + rest)
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("runs_dir, message", [("''", "runs_dir = '': string should have at least 1 character"),
+                                               ("5", "runs_dir = 5: input should be a valid string"),
+                                               ("'  '", "runs_dir = '  ': must not be blank")])
+def test_runs_dir_is_validated_like_run_dir(tmp_path, runs_dir, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "exp.toml"
+    path.write_text(f"[experiment]\nenv='line'\nruns_dir={runs_dir}\n[algorithms.tabular-q]\n")
+    assert main(["experiment", str(path), "--steps", "10"]) == 2
+    assert main(["experiment", str(path.with_name("ok.toml")), "--runs-dir", ""]) == 2
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load_experiment(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.toml"]
+
+
+def test_a_binary_or_unreadable_experiment_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "bin.toml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    (tmp_path / "dir.toml").mkdir()
+    assert main(["experiment", str(tmp_path / "bin.toml")]) == 2
+    assert main(["experiment", str(tmp_path / "dir.toml")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "not UTF-8 text" in err[0] and "is a directory" in err[1]
+
+
+@pytest.mark.parametrize("flag, value, message", [("--steps", "0", "--steps 0: the budget"),
+                                                  ("--eval-episodes", "-1", "--eval-episodes -1"),
+                                                  ("--seeds", "-3", "--seeds [-3]")])
+def test_command_line_overrides_are_validated(experiment_file, capsys, flag, value, message):
+    assert main(["experiment", str(experiment_file), flag, value]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.parametrize("change, message", [
+    (("[algorithms.tabular-q]", "[algorithms.nope]"), "run short/nope-seed0: unknown algorithm 'nope'"),
+    (('env = "line"', 'env = "no-such-env"'), "no-such-env"),
+    (("length = 8", "length = -8"), "run long/linear-pg-seed0: invalid config: env.length"),
+    (("length = 8", "lenght = 8"), "unknown key 'env.lenght'"),
+])
+def test_every_run_is_resolved_before_the_first_trains(registry, experiment_file, tmp_path, change, message):
+    experiment_file.write_text(experiment_file.read_text().replace(*change))
+    experiment = load_experiment(experiment_file)
+    with pytest.raises(ConfigError) as caught:
+        run_experiment(experiment, log=lambda line: None, registry=registry)
+    assert message in str(caught.value) and "nothing was trained" in str(caught.value)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_bad_set_is_found_before_anything_trains(registry, experiment_file, tmp_path):
+    experiment = load_experiment(experiment_file, overrides=["algo.lr=-1"])
+    with pytest.raises(ConfigError, match="run short/linear-pg-seed0: invalid config: algo.lr"):
+        run_experiment(experiment, log=lambda line: None, registry=registry)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_directory_rlf_did_not_create_is_never_moved_or_written(registry, experiment_file, tmp_path):
+    experiment = load_experiment(experiment_file, only=["short/tabular-q-seed0"])
+    mine = experiment.runs[0].path
+    mine.mkdir(parents=True)
+    (mine / "thesis.tex").write_text("years of work")
+    with pytest.raises(ConfigError, match="holds files rlf did not write; rlf never moves"):
+        run_experiment(experiment, log=lambda line: None, registry=registry)
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+    assert not list(mine.parent.glob(".tabular-q-seed0.incomplete-*"))
+
+
+def test_a_setting_directory_that_is_a_link_out_is_refused(registry, experiment_file, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "short").symlink_to(elsewhere, target_is_directory=True)
+    experiment = load_experiment(experiment_file, only=["short/tabular-q-seed0"])
+    with pytest.raises(ConfigError, match="is a symbolic link"):
+        run_experiment(experiment, log=lambda line: None, registry=registry)
+    assert not any(elsewhere.iterdir())

@@ -38,8 +38,8 @@ if marker:
         open(marker, "w").close()
         time.sleep(0.01)
         return real_write_array(*args, **kwargs)
-    def rotate(path, keep):
-        real_rotate(path, keep)
+    def rotate(*args, **kwargs):
+        real_rotate(*args, **kwargs)
         time.sleep(0.02)
     np.lib.format.write_array, c._rotate = write_array, rotate
 from rlf.cli import main

@@ -41,7 +41,7 @@ from ..envs import describe_env, exit_description, make_vector_env
 from ..errors import EnvWorkerError
 from ..interfaces import BuildContext, StateTree, Transitions
 from ..plugins import StrategyFamily
-from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics, say_fresh_episodes
+from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics, plugin_call, say_fresh_episodes
 
 CHUNK_ENV_STEPS = 64
 """Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""
@@ -183,9 +183,9 @@ class OffPolicyStrategy(BaseStrategy):
         for _ in range(iterations):
             acting = agent.act(obs, explore=True)
             batch = envs.step(acting.actions)
-            metrics = learner.learn(Transitions(obs, acting.actions, batch.rewards, batch.next_obs,
-                                                batch.terminated, batch.truncated, batch.alive,
-                                                batch.episode_ended))
+            metrics = plugin_call(self.algorithm, "learn()", learner.learn,
+                                  Transitions(obs, acting.actions, batch.rewards, batch.next_obs, batch.terminated,
+                                              batch.truncated, batch.alive, batch.episode_ended))
             if metrics:
                 learned.append(metrics)
             if batch.ended_envs:
@@ -210,8 +210,9 @@ class OffPolicyStrategy(BaseStrategy):
         finally:
             probe.close()
         self.context.env_spec = spec
-        self.agent = self.algorithm.build_agent(self.context)
-        self.learner = self.algorithm.build_learner(self.context, self.agent)
+        self.agent = plugin_call(self.algorithm, "build_agent", self.algorithm.build_agent, self.context)
+        self.learner = plugin_call(self.algorithm, "build_learner", self.algorithm.build_learner, self.context,
+                                   self.agent)
         self.tracker = EpisodeTracker(spec.agent_ids, spec.num_envs, spec.multi_agent)
         if self._pending_state is not None:
             self._restore(self._pending_state)
@@ -319,7 +320,7 @@ class OffPolicyStrategy(BaseStrategy):
             ended = chunk["episode_ended"][t]
             wide = {name: {a: _widen(array, rows, total) for a, array in per_agent.items()}
                     for name, per_agent in step.items()}
-            metrics = learner.learn(Transitions(
+            metrics = plugin_call(self.algorithm, "learn()", learner.learn, Transitions(
                 wide["obs"], wide["actions"], wide["rewards"], wide["next_obs"], wide["terminated"],
                 wide["truncated"], wide["alive"], _widen(ended, rows, total)))
             if metrics:

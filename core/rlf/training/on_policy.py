@@ -13,7 +13,7 @@ import numpy as np
 from ..envs import StepBatch, VectorEnv
 from ..interfaces import Acting, Agent, AgentArrays, Rollout
 from ..plugins import StrategyFamily
-from .strategy import BaseStrategy, EpisodeTracker, StepResult
+from .strategy import BaseStrategy, EpisodeTracker, StepResult, plugin_call
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, terminated: np.ndarray,
@@ -138,6 +138,6 @@ class OnPolicyStrategy(BaseStrategy):
         steps = max(1, min(config.rollout_steps, -(-limit // self.envs.num_envs)))
         rollout, self.obs, episodes = collect_rollout(self.envs, self.agent, self.obs, steps, self.tracker,
                                                       config.gamma, config.gae_lambda)
-        metrics = self.learner.learn(rollout)
+        metrics = plugin_call(self.algorithm, "learn()", self.learner.learn, rollout)
         metrics.update(self.agent.metrics())
         return StepResult(rollout.num_steps, metrics, episodes)

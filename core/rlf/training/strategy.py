@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..env_state import StateUnavailable, restore_vector, vector_state
+from ..errors import RlfError, guarded, plugin_failure
 from ..envs import (
     SYNC,
     Collector,
@@ -208,15 +209,17 @@ class BaseStrategy(TrainStrategy):
             agent = build.agent() if build is not None else None
         except BaseException:
             if build is not None:
-                build.wait()  # the envs' error is the one to report; the thread must not outlive setup
+                # the envs' error is the one to report; the build is let finish, but never waited for long
+                build.wait(timeout=BUILD_WAIT_S)
             raise
         if agent is not None and not _same_spec(build.spec, self.envs.spec):
             build.wait()  # the envs turned out other than the check's probe: build for what they are
             agent = build = None
         self.context.env_spec = self.envs.spec
         if build is None:
-            self.agent = self.algorithm.build_agent(self.context)
-            self.learner = self.algorithm.build_learner(self.context, self.agent)
+            self.agent = plugin_call(self.algorithm, "build_agent", self.algorithm.build_agent, self.context)
+            self.learner = plugin_call(self.algorithm, "build_learner", self.algorithm.build_learner, self.context,
+                                       self.agent)
         else:
             # acting can start now; the learner is finished in the background and waited for where
             # it is first needed (the first update, usually a whole rollout later)
@@ -349,15 +352,15 @@ class _BackgroundBuild:
         finally:
             _PENDING.discard(self)
 
-    def wait(self) -> None:
-        self._thread.join()
+    def wait(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
 
     def agent(self) -> Any:
         """The agent once built; the build's exception, raised here."""
         self._agent_done.wait()
         if self.built_agent is None:
             self.wait()
-            raise self._error
+            raise _as_plugin_error(self.algorithm, "build_agent", self._error)
         torch = sys.modules.get("torch")
         if self._threads is not None and torch is not None and torch.get_num_threads() != self._threads:
             # torch's intra-op thread count is per thread (OpenMP): what the builder chose for acting
@@ -369,12 +372,31 @@ class _BackgroundBuild:
         """The learner once built; the build's exception, raised here."""
         self.wait()
         if self._error is not None:
-            raise self._error
+            raise _as_plugin_error(self.algorithm, "build_learner", self._error)
         return self.built_learner
 
 
 _PENDING: weakref.WeakSet[_BackgroundBuild] = weakref.WeakSet()
 """Builds whose thread is still running."""
+
+
+BUILD_WAIT_S = 60.0
+"""How long a failed setup waits for the agent being built in the background before it reports."""
+
+
+def plugin_call(algorithm: Any, hook: str, fn: Any, *args: Any) -> Any:
+    """An algorithm plugin's builder or learner call: its failure is one line naming the plugin and hook."""
+    return guarded(getattr(algorithm, "plugin", "?"), f"algorithm {getattr(algorithm, 'name', '?')!r} {hook}", fn,
+                   *args)
+
+
+def _as_plugin_error(algorithm: Any, hook: str, error: BaseException) -> BaseException:
+    if isinstance(error, RlfError | KeyboardInterrupt) or not isinstance(error, Exception | SystemExit):
+        return error
+    failure = plugin_failure(getattr(algorithm, "plugin", "?"), f"algorithm {getattr(algorithm, 'name', '?')!r} "
+                             f"{hook}", error)
+    failure.__cause__ = error
+    return failure
 
 
 def _finish_pending_builds() -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..callbacks import Callback
 from ..config import RunConfig
+from ..errors import PluginRunError, guarded
 from ..finite import check_step, check_weights
 from .strategy import TrainStrategy, average_metrics
 
@@ -100,9 +101,10 @@ class Trainer:
         self.recent.extend(dict(row) for row in state.recent)
 
     def emit(self, event: str, *args: Any) -> None:
-        """Call ``event`` (``"on_eval"``...) on every callback; a callback's error stops training."""
+        """Call ``event`` (``"on_eval"``...) on every callback; a callback's error stops training, as
+        one line naming a plugin's callback (see ``api.Algorithm._callbacks``)."""
         for callback in self.callbacks:
-            getattr(callback, event)(self, *args)
+            _call(callback, event, getattr(callback, event), self, *args)
 
     def request_stop(self, reason: str) -> None:
         """Stop after the current step (the final metrics row and checkpoint are still written)."""
@@ -127,7 +129,7 @@ class Trainer:
             self._next_checkpoint = counters["env_steps"] + run.checkpoint_interval
         window_start, window_steps = time.perf_counter(), 0
         summary: dict[str, float] = {}
-        ready = False
+        ready = finished = False
         try:
             if hasattr(self.strategy, "restarts_used"):  # see BaseStrategy; older checkpoints: none used
                 self.strategy.restarts_used = int(counters.get("env_restarts", 0))
@@ -167,17 +169,47 @@ class Trainer:
                     self.checkpoint()
             self.checkpoint()
             self.emit("on_end", summary)
+            finished = True
         except KeyboardInterrupt:
             if not ready:
                 raise
             self.checkpoint()
             raise Interrupted(f"interrupted at env step {counters['env_steps']}; checkpoint saved, "
                               f"continue with: rlf train --resume {self.run_dir}") from None
+        except PluginRunError as exc:
+            if ready and exc.hook_only:  # a callback failed between steps: the training state is whole
+                self._quiet_checkpoint()
+            raise
         finally:
+            failure = None
             for callback in self.callbacks:
-                callback.close()
+                try:
+                    _call(callback, "close", callback.close)
+                except PluginRunError as exc:  # every callback is closed; the first failure is reported
+                    failure = failure or exc
             self.strategy.teardown()
+            if failure is not None and finished:
+                raise failure
         return summary
+
+
+    def _quiet_checkpoint(self) -> None:
+        """The state as it stands, saved without telling the callbacks (one of them just failed)."""
+        self.counters.update(_supervision_counters(self.strategy))
+        state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
+                 "trainer": self.loop_state()}
+        self.save_checkpoint(state)
+
+
+def _call(callback: Callback, event: str, method: Callable[..., Any], *args: Any) -> Any:
+    label = getattr(callback, "_rlf_label", None)
+    if label is None:  # the core's own callbacks, or ones passed to train(): their errors are as they are
+        return method(*args)
+    try:
+        return guarded(label[0], f"{label[1]} {event}", method, *args)
+    except PluginRunError as exc:
+        exc.hook_only = True
+        raise
 
 
 class _LoopState(BaseModel):
