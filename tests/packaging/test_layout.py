@@ -87,3 +87,15 @@ def test_plugin_entry_module_is_light_and_declares_the_api(plugin: str):
     api = [n for n in tree.body if isinstance(n, ast.Assign)
            and any(getattr(t, "id", None) == "RLF_API_VERSION" for t in n.targets)]
     assert api and isinstance(api[0].value, ast.Constant) and api[0].value.value == 1, "RLF_API_VERSION = 1"
+
+
+def test_no_run_artefacts_are_tracked_outside_the_published_results():
+    # a test or a command that wrote a run into the checkout instead of a temporary directory leaves
+    # these behind; published results and the Mario series' checkpoint snapshots are the exceptions
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    artefact = re.compile(r"(^|/)(run\.json|checkpoint[^/]*\.rlf|events\.out\.tfevents[^/]*|\.rlf\.lock)$")
+    stray = [path for path in tracked.decode().split("\0")
+             if artefact.search(path) and not path.startswith(("docs/results/", "experiments/"))]
+    assert not stray, f"run artefacts tracked in the repository: {stray[:5]}"
