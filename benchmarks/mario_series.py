@@ -101,7 +101,7 @@ def measure(case: str, seconds: float, steps: int, procs: int, round_index: int,
                     for worker in workers:
                         worker.kill()
                     raise SystemExit(f"mario_series: error: a {case} worker "
-                                     f"{'exited with ' + str(failed[0]) if failed else 'timed out'}; see above")
+                                     f"{'exited with ' + str(failed[0]) if failed else 'timed out'}; see above") from None
         for worker in workers:
             worker.join()
     return sum(r["steps"] / r["wall"] for r in results)

@@ -22,7 +22,6 @@ from .rundir import TENSORBOARD_DIR, TensorBoardFiles
 from .stats import CsvLog, Progress
 
 
-
 def _tensorboardx():
     """tensorboardX, imported without torch when this process has not imported torch itself.
 

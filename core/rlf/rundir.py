@@ -17,7 +17,6 @@ import json
 import os
 import re
 import socket
-import stat
 import time
 from pathlib import Path
 from typing import Any

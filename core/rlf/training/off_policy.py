@@ -41,7 +41,14 @@ from ..envs import describe_env, exit_description, make_vector_env
 from ..errors import EnvWorkerError
 from ..interfaces import BuildContext, StateTree, Transitions
 from ..plugins import StrategyFamily
-from .strategy import BaseStrategy, EpisodeTracker, StepResult, average_metrics, plugin_call, say_fresh_episodes
+from .strategy import (
+    BaseStrategy,
+    EpisodeTracker,
+    StepResult,
+    average_metrics,
+    plugin_call,
+    say_fresh_episodes,
+)
 
 CHUNK_ENV_STEPS = 64
 """Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from ..env_state import StateUnavailable, restore_vector, vector_state
-from ..errors import RlfError, guarded, plugin_failure
 from ..envs import (
     SYNC,
     Collector,
@@ -25,6 +24,7 @@ from ..envs import (
     build_async_collector,
     build_sync_collector,
 )
+from ..errors import RlfError, guarded, plugin_failure
 from ..interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
 
 
