@@ -72,7 +72,8 @@ def test_mario_startup_with_a_missing_baseline_is_one_line(tmp_path):
 def load_peer_script(name: str, monkeypatch):
     """A peer script as a module (its own ``sys.path`` entry for ``_common`` undone after the test)."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    spec = importlib.util.spec_from_file_location(f"peer_{name}", PEERS / f"{name}.py")
+    path = REPO / "benchmarks" / f"{name}.py" if name == "sac_pendulum" else PEERS / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"peer_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -108,6 +109,7 @@ def rlf_worker_threads(module, case) -> int | None:
     ("ppo_cartpole", []), ("ppo_cartpole", ["--threads", "2"]),
     ("dqn_cartpole", ["--with-defaults"]), ("dqn_cartpole", ["--threads", "4", "--with-defaults"]),
     ("tabular_chase", []), ("tabular_chase", ["--num-envs", "8"]),
+    ("sac_pendulum", ["--impl", "both"]), ("sac_pendulum", ["--impl", "both", "--threads", "2"]),
 ])
 def test_peer_scripts_give_both_sides_one_thread_count(monkeypatch, script, argv):
     # A ratio between sides at different torch thread counts measures the threads, not the libraries (the
@@ -117,7 +119,7 @@ def test_peer_scripts_give_both_sides_one_thread_count(monkeypatch, script, argv
     groups = module.comparisons(module.arguments(argv), sys.executable)
     assert groups
     for name, cases in groups.items():
-        assert any(c.peer for c in cases) and any(not c.peer for c in cases), name
+        assert {c.peer for c in cases} == {True, False}, name
         expected = int(argv[argv.index("--threads") + 1]) if "--threads" in argv else 1
         for case in cases:
             assert case.threads == expected, (name, case)
@@ -165,7 +167,8 @@ def test_every_table_row_shows_threads_rounds_and_load(tmp_path, capsys):
     assert all(float(row[3]) >= 0 for row in rows) and [row[4] for row in rows] == ["3.0", "3.0"]
 
 
-@pytest.mark.parametrize(("script", "settings"), [("ppo_cartpole", "RLF_SB3_DEFAULTS"), ("ppo_mario", "RLF_SETTINGS")])
+@pytest.mark.parametrize(("script", "settings"),
+                         [("ppo_cartpole", "RLF_SB3_DEFAULTS"), ("ppo_mario", "RLF_SETTINGS")])
 def test_sb3_settings_weigh_the_value_loss_as_sb3_does(monkeypatch, script, settings):
     # SB3: loss = ... + vf_coef * mse(returns, values) with vf_coef 0.5. rlf's value loss has its own 0.5, so
     # copying vf_coef into algo.value_coef would halve the weight: compared through rlf's learner itself.
@@ -179,3 +182,11 @@ def test_sb3_settings_weigh_the_value_loss_as_sb3_does(monkeypatch, script, sett
     rlf_term = coef[-1] * PPOLearner._value_loss(learner, values, values, returns)
     sb3_term = 0.5 * torch.nn.functional.mse_loss(returns, values)
     assert torch.allclose(rlf_term, sb3_term)
+
+
+def test_sac_comparison_without_sb3_is_one_line(tmp_path):
+    # SB3 now runs in its own interpreter, not imported next to rlf: its absence is the usual one-line error
+    done = run(str(REPO / "benchmarks" / "sac_pendulum.py"), "--impl", "both", "--sb3-python", str(tmp_path / "py"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not exist" in lines[0] and "stable-baselines3" in lines[0], done.stderr
