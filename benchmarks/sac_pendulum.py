@@ -32,9 +32,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import gymnasium
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from _common import (  # noqa: E402
     Case,
@@ -53,8 +50,11 @@ EVAL_SEED = 10_000
 THRESHOLD = -250.0
 
 
-def evaluate(policy: Callable[[np.ndarray], np.ndarray], episodes: int) -> float:
+def evaluate(policy: Callable, episodes: int) -> float:
     """Mean return of ``policy`` (one observation -> one action) over fixed evaluation seeds."""
+    import gymnasium
+    import numpy as np
+
     env = gymnasium.make(ENV_ID)
     returns = []
     for episode in range(episodes):
@@ -97,6 +97,7 @@ def run_sb3(seed: int, threads: int, args: dict) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(threads)  # first, before SB3 can start a thread pool
+    import gymnasium
     from stable_baselines3 import SAC
 
     start, cpu = time.perf_counter(), time.process_time()  # model construction inside the timer, as rlf's train()

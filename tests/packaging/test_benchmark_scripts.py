@@ -172,8 +172,8 @@ def test_every_table_row_shows_threads_rounds_and_load(tmp_path, capsys):
 def test_sb3_settings_weigh_the_value_loss_as_sb3_does(monkeypatch, script, settings):
     # SB3: loss = ... + vf_coef * mse(returns, values) with vf_coef 0.5. rlf's value loss has its own 0.5, so
     # copying vf_coef into algo.value_coef would halve the weight: compared through rlf's learner itself.
-    torch = pytest.importorskip("torch")
-    from rlf_plugin_ppo.learner import PPOLearner
+    torch = pytest.importorskip("torch")  # the packaging env has neither torch nor the PPO plugin
+    PPOLearner = pytest.importorskip("rlf_plugin_ppo.learner").PPOLearner
 
     module = load_peer_script(script, monkeypatch)
     coef = [float(o.split("=", 1)[1]) for o in getattr(module, settings) if o.startswith("algo.value_coef=")]
