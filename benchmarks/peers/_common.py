@@ -55,6 +55,7 @@ def run_case(script: Path, case: Case, seed: int, timeout: float) -> dict:
            "PYTHONHASHSEED": "0"}
     command = [case.python, str(script), "--worker", case.worker, "--seed", str(seed),
                "--threads", str(case.threads), "--args", json.dumps(case.args)]
+    load_before = os.getloadavg()[0]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
@@ -64,12 +65,17 @@ def run_case(script: Path, case: Case, seed: int, timeout: float) -> dict:
                            + "\n  ".join(tail))
     result = json.loads(lines[-1][len(RESULT_PREFIX):])
     result["process_seconds"] = time.perf_counter() - started
+    # the 1-minute average lags by about a minute, so the mean of its value at both ends stands for the run
+    result["load"] = (load_before + os.getloadavg()[0]) / 2
     return result
 
 
 def alternate(script: Path, cases: Sequence[Case], rounds: int, seed: int, timeout: float) -> dict[str, list[dict]]:
     """Round r runs every case with seed ``seed + r``; the order flips each round so that load drifting
     over the run hits every case alike."""
+    mismatch = thread_mismatch(cases)
+    if mismatch:  # a ratio between different thread counts measures the threads, not the libraries
+        raise UsageError(mismatch)
     results: dict[str, list[dict]] = {case.name: [] for case in cases}
     for r in range(rounds):
         order = list(cases) if r % 2 == 0 else list(reversed(cases))
@@ -89,19 +95,29 @@ def median(values: Sequence[float]) -> float:
 
 def print_table(title: str, columns: Sequence[tuple[str, Callable[[list[dict]], str]]],
                 results: dict[str, list[dict]], cases: Sequence[Case], ratio_key: str, header: str) -> None:
-    """A markdown table: one row per case, the given columns, and the median of ``ratio_key`` divided
-    by the peer's median of the same comparison group (the peer named in the same table)."""
+    """A markdown table: one row per case with its torch threads, rounds and load, the given columns, and
+    the median of ``ratio_key`` divided by the peer's median of the same comparison group (the peer named
+    in the same table). Threads and load sit in every row so that no ratio is read without them."""
     peer = next((c for c in cases if c.peer), None)
     peer_value = median([r[ratio_key] for r in results[peer.name]]) if peer else None
     print(f"\n{title}\n{header}")
     names = [name for name, _ in columns]
-    print("| case | " + " | ".join(names) + " | rlf/peer |")
-    print("|---" * (len(names) + 2) + "|")
+    print("| case | torch threads | rounds | load (median) | " + " | ".join(names) + " | rlf/peer |")
+    print("|---" * (len(names) + 5) + "|")
     for case in cases:
         rows = results[case.name]
-        cells = [render(rows) for _, render in columns]
+        load = median([r.get("load") for r in rows])
+        cells = [str(case.threads), str(len(rows)), f"{load:.1f}", *(render(rows) for _, render in columns)]
         ratio = "" if case.peer or not peer_value else f"{median([r[ratio_key] for r in rows]) / peer_value:.2f}x"
         print(f"| {case.name} | " + " | ".join(cells) + f" | {ratio} |")
+
+
+def thread_mismatch(cases: Sequence[Case]) -> str | None:
+    """Why ``cases`` (one comparison) do not run at one torch thread count, or None when they do."""
+    counts = {case.name: case.threads for case in cases}
+    if len(set(counts.values())) > 1:
+        return "torch threads differ between the sides: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    return None
 
 
 def machine_line() -> str:

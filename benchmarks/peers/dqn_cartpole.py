@@ -40,6 +40,7 @@ from _common import (  # noqa: E402
     median,
     print_table,
     run_case,
+    thread_mismatch,
     worker_arguments,
 )
 
@@ -53,12 +54,13 @@ ZOO = {"learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learn
 
 
 def sb3_worker(seed: int, threads: int, args: dict) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)  # first, before SB3 can start a thread pool
     import gymnasium as gym
     import numpy as np
-    import torch
     from stable_baselines3 import DQN
 
-    torch.set_num_threads(threads)
     start, cpu = time.perf_counter(), time.process_time()  # model construction inside the timer, as in rlf's train()
     model = DQN("MlpPolicy", gym.make("CartPole-v1"), seed=seed, device="cpu", verbose=0, **ZOO)
     model.learn(total_timesteps=args["steps"])
@@ -78,6 +80,12 @@ def sb3_worker(seed: int, threads: int, args: dict) -> dict:
             "steps_per_cpu_second": args["steps"] / cpu, "eval": float(np.mean(returns))}
 
 
+def rlf_overrides(seed: int, threads: int, args: dict, run_dir: str) -> list[str]:
+    """rlf's settings for one run (on top of the preset file, if any), threads last so that they win."""
+    return [f"steps={args['steps']}", f"seed={seed}", "progress=false", "checkpoint_interval=0",
+            f"log_interval={args['steps']}", f"run_dir='{run_dir}'", f"algo.torch_threads={threads}"]
+
+
 def rlf_worker(seed: int, threads: int, args: dict) -> dict:
     import torch  # noqa: F401  imported before the timer, as in the SB3 worker (rlf imports it lazily in train())
 
@@ -85,9 +93,8 @@ def rlf_worker(seed: int, threads: int, args: dict) -> dict:
 
     preset = args.get("preset")
     with tempfile.TemporaryDirectory() as run_dir:
-        algo = rlf.make("dqn", "gym:CartPole-v1", config_file=preset, overrides=[
-            f"steps={args['steps']}", f"seed={seed}", "progress=false", "checkpoint_interval=0",
-            f"log_interval={args['steps']}", f"run_dir='{run_dir}'", f"algo.torch_threads={threads}"])
+        algo = rlf.make("dqn", "gym:CartPole-v1", config_file=preset,
+                        overrides=rlf_overrides(seed, threads, args, run_dir))
         start, cpu = time.perf_counter(), time.process_time()
         algo.train()
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -106,6 +113,8 @@ def run_rounds(script: Path, cases: list[Case], rounds: int, seed: int, timeout:
     whose load would stretch sequential rounds past the session, the CPU-time ratio stays fair."""
     if jobs <= 1:
         return alternate(script, cases, rounds, seed, timeout)
+    if thread_mismatch(cases):
+        raise UsageError(thread_mismatch(cases))
     runs = [(case, seed + r) for r in range(rounds) for case in (cases if r % 2 == 0 else cases[::-1])]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(run_case, script, case, s, timeout) for case, s in runs]
@@ -119,11 +128,7 @@ def run_rounds(script: Path, cases: list[Case], rounds: int, seed: int, timeout:
     return results
 
 
-def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
-        return
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3, help="rounds = seeds (seed, seed+1, ...)")
@@ -140,18 +145,34 @@ def main() -> None:
                         help="runs at once (1: alternating rounds, the fair wall-time comparison; more: only "
                              "for --ratio cpu on a machine too loaded for sequential rounds)")
     parser.add_argument("--quick", action="store_true", help="2,000 steps, 1 round, 1 eval episode: a smoke run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.rounds, args.eval_episodes = 2_000, 1, 1
-    if args.steps < 1 or args.rounds < 1 or args.eval_episodes < 1 or args.jobs < 1:
-        raise UsageError("--steps, --rounds, --eval-episodes and --jobs must be at least 1")
-    sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV)
+    if min(args.steps, args.rounds, args.eval_episodes, args.jobs, args.threads) < 1:
+        raise UsageError("--steps, --rounds, --eval-episodes, --jobs and --threads must be at least 1")
+    return args
+
+
+def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Case]]:
+    """The compared sides, by comparison: one thread count (``--threads``) for all of them."""
+    sb3 = peer_python
     common = {"steps": args.steps, "eval_episodes": args.eval_episodes}
     cases = [Case("SB3 DQN, rl-zoo settings", sb3, "sb3", common, args.threads, peer=True),
              Case("rlf DQN, examples/cartpole.toml", sys.executable, "rlf", {**common, "preset": str(PRESET)},
                   args.threads)]
     if args.with_defaults:
         cases.append(Case("rlf DQN, default settings", sys.executable, "rlf", common, args.threads))
+    return {"rl-zoo settings": cases}
+
+
+def main() -> None:
+    worker = worker_arguments()
+    if worker is not None:
+        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+        return
+    args = arguments()
+    sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV)
+    cases = comparisons(args, sb3)["rl-zoo settings"]
     started = machine_line()
     print(started)
     print(f"DQN CartPole-v1: {args.steps} env steps per run, {args.rounds} rounds (seeds {args.seed}.."

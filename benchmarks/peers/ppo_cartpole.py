@@ -51,10 +51,12 @@ SB3_VENV = "python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.
 TARGET, WINDOW = 475.0, 100
 
 # SB3's PPO defaults, spelled out in rlf's keys (SB3: separate 64x64 tanh networks, Adam eps 1e-5,
-# advantages normalised per minibatch; rlf normalises per rollout, the one difference left).
+# advantages normalised per minibatch; rlf normalises per rollout, the one difference left). SB3's
+# vf_coef 0.5 weighs the plain mean squared error; rlf's value loss is already 0.5 * mean squared error,
+# so the same weight is value_coef 1.0 (0.5 would halve it).
 RLF_SB3_DEFAULTS = ["num_envs=1", "algo.rollout_steps=2048", "algo.minibatches=32", "algo.epochs=10", "algo.lr=0.0003",
                     "algo.anneal_lr=false", "algo.gamma=0.99", "algo.gae_lambda=0.95", "algo.clip_coef=0.2",
-                    "algo.entropy_coef=0.0", "algo.value_coef=0.5", "algo.max_grad_norm=0.5",
+                    "algo.entropy_coef=0.0", "algo.value_coef=1.0", "algo.max_grad_norm=0.5",
                     "algo.hidden_sizes=[64, 64]", "algo.activation='tanh'"]
 
 
@@ -69,12 +71,13 @@ def first_reaching(episodes: list[tuple[int, float]]) -> int | None:
 
 
 def sb3_worker(seed: int, threads: int, args: dict) -> dict:
-    import gymnasium as gym
     import torch
+
+    torch.set_num_threads(threads)  # first, before SB3 can start a thread pool
+    import gymnasium as gym
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    torch.set_num_threads(threads)
     counter = {"steps": 0}
     episodes: list[tuple[int, float]] = []
 
@@ -112,6 +115,13 @@ def sb3_worker(seed: int, threads: int, args: dict) -> dict:
             "steps_to_475": first_reaching(episodes), "episodes": len(episodes)}
 
 
+def rlf_overrides(seed: int, threads: int, args: dict, run_dir: str) -> list[str]:
+    """rlf's settings for one run (on top of the preset file, if any), threads last so that they win."""
+    settings = [] if args["preset"] == "rlf" else RLF_SB3_DEFAULTS
+    return [*settings, f"steps={args['steps']}", f"seed={seed}", "progress=false", "checkpoint_interval=0",
+            f"log_interval={args['steps']}", f"run_dir='{run_dir}'", f"algo.torch_threads={threads}"]
+
+
 def rlf_worker(seed: int, threads: int, args: dict) -> dict:
     import torch  # noqa: F401  imported before the timer, as in the SB3 worker (rlf imports it lazily in train())
 
@@ -119,10 +129,8 @@ def rlf_worker(seed: int, threads: int, args: dict) -> dict:
 
     with tempfile.TemporaryDirectory() as run_dir:
         preset = args.get("config", str(PRESET)) if args["preset"] == "rlf" else None
-        settings = [] if preset else RLF_SB3_DEFAULTS
-        algo = rlf.make("ppo", "gym:CartPole-v1", config_file=preset, overrides=[
-            *settings, f"steps={args['steps']}", f"seed={seed}", "progress=false", "checkpoint_interval=0",
-            f"log_interval={args['steps']}", f"run_dir='{run_dir}'", f"algo.torch_threads={threads}"])
+        algo = rlf.make("ppo", "gym:CartPole-v1", config_file=preset,
+                        overrides=rlf_overrides(seed, threads, args, run_dir))
         start, cpu = time.perf_counter(), time.process_time()
         algo.train()
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -142,11 +150,7 @@ def reached(rows: list[dict]) -> str:
     return f"{shown} (median {median(hit) / 1000:.0f}k of {len(hit)})" if hit else shown
 
 
-def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
-        return
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("defaults", "presets"))
     parser.add_argument("--rounds", type=int, default=3, help="rounds = seeds (seed, seed+1, ...)")
@@ -164,7 +168,7 @@ def main() -> None:
                         help="rlf/peer of env steps per wall second, or per CPU second of the run's process "
                              "(steadier on a loaded machine; with 1 torch thread)")
     parser.add_argument("--quick", action="store_true", help="4,096 steps per run, 1 round: a smoke run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not args.rlf_preset.is_file():
         raise UsageError(f"--rlf-preset {args.rlf_preset} is not a file; pass an rlf config file (TOML)")
     if args.preset_steps is None:
@@ -176,11 +180,15 @@ def main() -> None:
     if args.quick:
         args.defaults_steps = args.zoo_steps = args.preset_steps = 4096
         args.rounds = 1
-    if min(args.rounds, args.defaults_steps, args.zoo_steps, args.preset_steps) < 1:
-        raise UsageError("--rounds and every --*-steps must be at least 1")
-    sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV)
-    print(machine_line())
-    groups = {
+    if min(args.rounds, args.defaults_steps, args.zoo_steps, args.preset_steps, args.threads) < 1:
+        raise UsageError("--rounds, --threads and every --*-steps must be at least 1")
+    return args
+
+
+def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Case]]:
+    """The compared sides, by comparison: one thread count (``--threads``) for all of them."""
+    sb3 = peer_python
+    return {
         "defaults": [Case("SB3 PPO, SB3 defaults", sb3, "sb3", {"preset": "sb3", "steps": args.defaults_steps},
                           args.threads, peer=True),
                      Case("rlf PPO, SB3 defaults", sys.executable, "rlf",
@@ -191,7 +199,17 @@ def main() -> None:
                          {"preset": "rlf", "steps": args.preset_steps, "config": str(args.rlf_preset.resolve())},
                          args.threads)],
     }
-    for name, cases in groups.items():
+
+
+def main() -> None:
+    worker = worker_arguments()
+    if worker is not None:
+        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+        return
+    args = arguments()
+    sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV)
+    print(machine_line())
+    for name, cases in comparisons(args, sb3).items():
         if args.only and name != args.only:
             continue
         print(f"== PPO CartPole-v1, {name}: {args.rounds} rounds (seeds {args.seed}..{args.seed + args.rounds - 1}), "

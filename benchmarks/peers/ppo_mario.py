@@ -2,7 +2,8 @@
 subprocess envs, identical hyperparameters and the identical env on both sides, alternating rounds,
 each run in a fresh process.
 
-    python benchmarks/peers/ppo_mario.py                        # 8,192 env steps, 3 rounds
+    python benchmarks/peers/ppo_mario.py                        # 8,192 env steps, 3 rounds, 1 torch thread
+    python benchmarks/peers/ppo_mario.py --threads 2            # both sides at 2 torch threads
     python benchmarks/peers/ppo_mario.py --steps 16384 --rounds 3
     python benchmarks/peers/ppo_mario.py --quick                # 2,048 steps, 1 round: does it run?
 
@@ -14,9 +15,12 @@ frames, SIMPLE_MOVEMENT, the game's reward). Made once with (nothing here instal
         . plugins/mario
 
 Hyperparameters (both): 128 steps per env per rollout (1,024 samples), 4 epochs, minibatch 256, Adam
-lr 2.5e-4 constant (eps 1e-5), gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad norm
-0.5, Nature CNN (512 features) shared by actor and critic, pixels / 255. SB3's envs:
-``SubprocVecEnv`` (forkserver, as its default on Linux); rlf's: ``vector=async`` (its default for Mario).
+lr 2.5e-4 constant (eps 1e-5), gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01, value-loss weight 0.5 x
+squared error (SB3's ``vf_coef=0.5``, rlf's ``algo.value_coef=1.0``), grad norm 0.5, Nature CNN (512
+features) shared by actor and critic, pixels / 255. SB3's envs: ``SubprocVecEnv`` (forkserver, as its
+default on Linux); rlf's: ``vector=async`` (its default for Mario). Torch threads: ``--threads`` (default
+1) on both sides, set explicitly in each process (SB3: ``torch.set_num_threads``; rlf:
+``algo.torch_threads``) and shown in every row.
 
 Reported per case (medians): **whole run** = env steps / seconds from creating the child process to
 its exit (interpreter start, imports, env workers, model, training, teardown: what a user waits for);
@@ -53,17 +57,27 @@ NUM_ENVS, ROLLOUT, EPOCHS, BATCH = 8, 128, 4, 256
 RLF_SETTINGS = [f"num_envs={NUM_ENVS}", "vector='async'", f"algo.rollout_steps={ROLLOUT}", f"algo.epochs={EPOCHS}",
                 f"algo.minibatches={NUM_ENVS * ROLLOUT // BATCH}", "algo.lr=0.00025", "algo.anneal_lr=false",
                 "algo.adam_eps=1e-05", "algo.gamma=0.99", "algo.gae_lambda=0.95", "algo.clip_coef=0.2",
-                "algo.value_clip=0.0", "algo.entropy_coef=0.01", "algo.value_coef=0.5", "algo.max_grad_norm=0.5",
+                # rlf's value loss is already 0.5 * mean squared error, SB3's is the plain mean squared error:
+                # value_coef 1.0 here is SB3's vf_coef 0.5, the same weight
+                "algo.value_clip=0.0", "algo.entropy_coef=0.01", "algo.value_coef=1.0", "algo.max_grad_norm=0.5",
                 "algo.network='cnn'", "algo.cnn_features=512"]
+
+
+def rlf_overrides(seed: int, threads: int, args: dict, run_dir: str) -> list[str]:
+    """rlf's settings for one run; the thread count is explicit, never rlf's own plan (algo.torch_threads=0
+    would learn on every core while SB3 learns on ``threads``)."""
+    return [*RLF_SETTINGS, f"steps={args['steps']}", f"seed={seed}", "progress=false", "checkpoint_interval=0",
+            f"run_dir='{run_dir}/run'", f"algo.torch_threads={threads}"]
 
 
 def sb3_worker(seed: int, threads: int, args: dict) -> dict:
     import torch
+
+    torch.set_num_threads(threads)  # first, before SB3 or the env can start a thread pool
     from rlf_plugin_mario.config import MarioConfig
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
-    torch.set_num_threads(threads)
     start, cpu = time.perf_counter(), time.process_time()
     env = SubprocVecEnv([_Builder(MarioConfig()) for _ in range(NUM_ENVS)])
     env.seed(seed)
@@ -93,11 +107,7 @@ def rlf_worker(seed: int, threads: int, args: dict) -> dict:
     import rlf
 
     with tempfile.TemporaryDirectory() as run_dir:
-        overrides = [*RLF_SETTINGS, f"steps={args['steps']}", f"seed={seed}", "progress=false",
-                     "checkpoint_interval=0", f"run_dir='{run_dir}/run'"]
-        if not args["plan"]:
-            overrides.append(f"algo.torch_threads={threads}")
-        algo = rlf.make("ppo", "mario", overrides=overrides)
+        algo = rlf.make("ppo", "mario", overrides=rlf_overrides(seed, threads, args, run_dir))
         start, cpu = time.perf_counter(), time.process_time()
         algo.train()
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -113,37 +123,43 @@ def column(key: str, fmt: str):
     return render
 
 
-def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
-        return
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8192, help="env steps per run (default 8192)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sb3-python", default="/tmp/sb3/bin/python")
-    parser.add_argument("--sb3-threads", type=int, default=1, help="torch threads in SB3's process (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of both sides (default 1)")
     parser.add_argument("--quick", action="store_true", help="2,048 steps, 1 round")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one run may take")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.rounds = 2048, 1
     if args.steps < NUM_ENVS * ROLLOUT or args.rounds < 1:
         raise UsageError(f"--steps must be at least {NUM_ENVS * ROLLOUT} (one rollout) and --rounds at least 1")
+    if args.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    return args
+
+
+def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Case]]:
+    """The compared sides, by comparison: one thread count for all of them."""
+    return {"whole run": [Case("SB3 PPO", peer_python, "sb3", {"steps": args.steps}, threads=args.threads, peer=True),
+                          Case("rlf PPO", sys.executable, "rlf", {"steps": args.steps}, threads=args.threads)]}
+
+
+def main() -> None:
+    worker = worker_arguments()
+    if worker is not None:
+        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+        return
+    args = arguments()
     sb3 = check_python(args.sb3_python, "stable_baselines3, rlf_plugin_mario", SB3_VENV)
     print(machine_line())
-    print(f"PPO Mario 1-1, {NUM_ENVS} subprocess envs, {ROLLOUT} steps x {EPOCHS} epochs x batch {BATCH}, "
-          f"{args.steps:,} env steps per run, {args.rounds} round(s) alternating")
-    if args.sb3_threads < 1:
-        raise UsageError("--sb3-threads must be at least 1")
-    cores = os.cpu_count() or 1
-    # rlf keeps its own plan (algo.torch_threads=0: one thread while acting, torch's default, here
-    # OMP_NUM_THREADS = the cores, while learning)
-    cases = [Case(f"SB3 {_sb3_version(sb3)}, {args.sb3_threads} torch thread(s)", sb3, "sb3",
-                  {"steps": args.steps}, threads=args.sb3_threads, peer=True),
-             Case("rlf, torch threads plan", sys.executable, "rlf", {"steps": args.steps, "plan": True},
-                  threads=cores)]
+    print(f"PPO Mario 1-1, SB3 {_sb3_version(sb3)} vs rlf, {NUM_ENVS} subprocess envs, {ROLLOUT} steps x {EPOCHS} "
+          f"epochs x batch {BATCH}, {args.steps:,} env steps per run, {args.rounds} round(s) alternating, "
+          f"torch threads {args.threads} on both sides")
+    cases = comparisons(args, sb3)["whole run"]
     results = alternate(Path(__file__), cases, args.rounds, args.seed, args.timeout)
     for rows in results.values():
         for row in rows:
@@ -157,7 +173,8 @@ def main() -> None:
                  ("outside training, s", column("startup_and_teardown_seconds", "{:.1f}")),
                  ("main-process CPU s (training)", column("cpu_seconds", "{:.1f}"))],
                 results, cases, "whole_run_steps_per_second",
-                f"medians of {args.rounds}; rlf/peer = whole-run env steps/s over SB3's (target >= 1.3x)")
+                f"medians of {args.rounds}; rlf/peer = whole-run env steps/s over SB3's (target >= 1.3x); "
+                + machine_line())
     peer, ours = (median([r["train_steps_per_second"] for r in results[c.name]]) for c in cases)
     print(f"\ntraining only, rlf/SB3: {ours / peer:.2f}x")
 

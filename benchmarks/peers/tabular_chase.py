@@ -139,11 +139,7 @@ def rlf_worker(seed: int, threads: int, args: dict) -> dict:
 WORKERS = {"ppage": ppage_worker, "rlf": rlf_worker}
 
 
-def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
-        return
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000, help="env steps (decisions) per run")
     parser.add_argument("--rounds", type=int, default=3, help="rounds = seeds (seed, seed+1, ...)")
@@ -154,15 +150,31 @@ def main() -> None:
     parser.add_argument("--ppage-python", default=os.environ.get("PPAGE_PYTHON", "/tmp/ppage/bin/python"))
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before it counts as failed")
     parser.add_argument("--quick", action="store_true", help="1,000 steps, 1 round: a smoke run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.rounds = 1_000, 1
     if min(args.steps, args.rounds, args.num_envs) < 1:
         raise UsageError("--steps, --rounds and --num-envs must be at least 1")
+    return args
+
+
+def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Case]]:
+    """The compared sides: neither uses torch, so one thread each (OMP/MKL_NUM_THREADS=1 for numpy)."""
+    return {args.scenario: [
+        Case("PPAGE 0.9.2 IQL", peer_python, "ppage", {"steps": args.steps, "scenario": args.scenario},
+             threads=1, peer=True),
+        Case(f"rlf iql, {args.num_envs} env{'s' if args.num_envs > 1 else ''}", sys.executable, "rlf",
+             {"steps": args.steps, "num_envs": args.num_envs, "scenario": args.scenario}, threads=1)]}
+
+
+def main() -> None:
+    worker = worker_arguments()
+    if worker is not None:
+        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+        return
+    args = arguments()
     ppage = check_python(args.ppage_python, "ppage", PPAGE_VENV)
-    cases = [Case("PPAGE 0.9.2 IQL", ppage, "ppage", {"steps": args.steps, "scenario": args.scenario}, peer=True),
-             Case(f"rlf iql, {args.num_envs} env{'s' if args.num_envs > 1 else ''}", sys.executable, "rlf",
-                  {"steps": args.steps, "num_envs": args.num_envs, "scenario": args.scenario})]
+    cases = comparisons(args, ppage)[args.scenario]
     print(machine_line())
     print(f"tabular IQL, {args.scenario}, every agent learning: {args.steps} env steps per run, {args.rounds} rounds",
           flush=True)

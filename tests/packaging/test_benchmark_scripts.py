@@ -3,8 +3,10 @@ with exit code 2, before anything slow starts (the comparisons themselves are ru
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,126 @@ def test_mario_startup_with_a_missing_baseline_is_one_line(tmp_path):
     done = run(str(REPO / "benchmarks" / "mario_startup.py"), "--baseline", str(tmp_path / "python"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "--baseline" in done.stderr
+
+
+def load_peer_script(name: str, monkeypatch):
+    """A peer script as a module (its own ``sys.path`` entry for ``_common`` undone after the test)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    path = REPO / "benchmarks" / f"{name}.py" if name == "sac_pendulum" else PEERS / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"peer_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Stop(Exception):
+    """Ends a peer worker at its first torch call, before it imports the peer library."""
+
+
+def peer_worker_threads(module, case, monkeypatch) -> int:
+    """The thread count a peer worker sets, seen through a stand-in torch: SB3 need not be installed."""
+    seen = []
+
+    def set_num_threads(count):
+        seen.append(count)
+        raise _Stop
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(set_num_threads=set_num_threads))
+    with pytest.raises(_Stop):
+        module.WORKERS[case.worker](0, case.threads, case.args)
+    return seen[0]
+
+
+def rlf_worker_threads(module, case) -> int | None:
+    """``algo.torch_threads`` as rlf's config reads it (the last override wins); None when unset."""
+    overrides = module.rlf_overrides(0, case.threads, case.args, "/nonexistent")
+    values = [o.split("=", 1)[1] for o in overrides if o.replace(" ", "").startswith("algo.torch_threads=")]
+    return int(values[-1]) if values else None
+
+
+@pytest.mark.parametrize(("script", "argv"), [
+    ("ppo_mario", []), ("ppo_mario", ["--threads", "3"]), ("ppo_mario", ["--quick"]),
+    ("ppo_cartpole", []), ("ppo_cartpole", ["--threads", "2"]),
+    ("dqn_cartpole", ["--with-defaults"]), ("dqn_cartpole", ["--threads", "4", "--with-defaults"]),
+    ("tabular_chase", []), ("tabular_chase", ["--num-envs", "8"]),
+    ("sac_pendulum", ["--impl", "both"]), ("sac_pendulum", ["--impl", "both", "--threads", "2"]),
+])
+def test_peer_scripts_give_both_sides_one_thread_count(monkeypatch, script, argv):
+    # A ratio between sides at different torch thread counts measures the threads, not the libraries (the
+    # published Mario 1.35x came from rlf learning on every core against SB3 on one). Checked where each
+    # side sets it: rlf's algo.torch_threads (0 would be rlf's own plan) and the peer's torch.set_num_threads.
+    module = load_peer_script(script, monkeypatch)
+    groups = module.comparisons(module.arguments(argv), sys.executable)
+    assert groups
+    for name, cases in groups.items():
+        assert {c.peer for c in cases} == {True, False}, name
+        expected = int(argv[argv.index("--threads") + 1]) if "--threads" in argv else 1
+        for case in cases:
+            assert case.threads == expected, (name, case)
+            if hasattr(module, "rlf_overrides") and case.worker == "rlf":
+                assert rlf_worker_threads(module, case) == case.threads, (name, case)
+            elif case.worker == "sb3":
+                assert peer_worker_threads(module, case, monkeypatch) == case.threads, (name, case)
+
+
+def test_sides_at_different_thread_counts_are_refused_before_any_run(tmp_path):
+    sys.path.insert(0, str(PEERS))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(PEERS))
+    cases = [_common.Case("peer", sys.executable, "w", threads=1, peer=True),
+             _common.Case("rlf", sys.executable, "w", threads=2)]
+    with pytest.raises(_common.UsageError, match="torch threads differ"):
+        _common.alternate(tmp_path / "never_run.py", cases, rounds=1, seed=0, timeout=10)
+
+
+def test_every_table_row_shows_threads_rounds_and_load(tmp_path, capsys):
+    sys.path.insert(0, str(PEERS))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(PEERS))
+    script = tmp_path / "worker.py"  # a stand-in comparison: each run reports the threads it was given
+    script.write_text(f"import sys; sys.path.insert(0, {str(PEERS)!r})\n"
+                      "from _common import emit, worker_arguments\n"
+                      "w = worker_arguments()\n"
+                      "emit({'value': float(w.threads + w.seed)})\n")
+    cases = [_common.Case("peer side", sys.executable, "w", threads=2, peer=True),
+             _common.Case("rlf side", sys.executable, "w", threads=2)]
+    results = _common.alternate(script, cases, rounds=3, seed=0, timeout=60)
+    assert [r["value"] for r in results["rlf side"]] == [2.0, 3.0, 4.0]
+    assert all(isinstance(r["load"], float) for rows in results.values() for r in rows)
+    capsys.readouterr()
+    _common.print_table("t", [("value", lambda rows: f"{_common.median([r['value'] for r in rows]):.1f}")],
+                        results, cases, "value", "header")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3].startswith("| case | torch threads | rounds | load (median) | value |")
+    rows = [line.split(" | ") for line in lines[5:]]
+    assert [row[1:3] for row in rows] == [["2", "3"], ["2", "3"]]
+    assert all(float(row[3]) >= 0 for row in rows) and [row[4] for row in rows] == ["3.0", "3.0"]
+
+
+@pytest.mark.parametrize(("script", "settings"),
+                         [("ppo_cartpole", "RLF_SB3_DEFAULTS"), ("ppo_mario", "RLF_SETTINGS")])
+def test_sb3_settings_weigh_the_value_loss_as_sb3_does(monkeypatch, script, settings):
+    # SB3: loss = ... + vf_coef * mse(returns, values) with vf_coef 0.5. rlf's value loss has its own 0.5, so
+    # copying vf_coef into algo.value_coef would halve the weight: compared through rlf's learner itself.
+    torch = pytest.importorskip("torch")  # the packaging env has neither torch nor the PPO plugin
+    PPOLearner = pytest.importorskip("rlf_plugin_ppo.learner").PPOLearner
+
+    module = load_peer_script(script, monkeypatch)
+    coef = [float(o.split("=", 1)[1]) for o in getattr(module, settings) if o.startswith("algo.value_coef=")]
+    values, returns = torch.tensor([0.0, 1.0, 3.0]), torch.tensor([1.0, -1.0, 0.5])
+    learner = types.SimpleNamespace(config=types.SimpleNamespace(value_clip=0.0))
+    rlf_term = coef[-1] * PPOLearner._value_loss(learner, values, values, returns)
+    sb3_term = 0.5 * torch.nn.functional.mse_loss(returns, values)
+    assert torch.allclose(rlf_term, sb3_term)
+
+
+def test_sac_comparison_without_sb3_is_one_line(tmp_path):
+    # SB3 now runs in its own interpreter, not imported next to rlf: its absence is the usual one-line error
+    done = run(str(REPO / "benchmarks" / "sac_pendulum.py"), "--impl", "both", "--sb3-python", str(tmp_path / "py"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not exist" in lines[0] and "stable-baselines3" in lines[0], done.stderr
