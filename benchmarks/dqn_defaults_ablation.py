@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
-from _common import Case, UsageError, emit, machine_line, main_guard, worker_arguments  # noqa: E402
+from _common import Case, UsageError, machine_line, main_guard, serve_worker  # noqa: E402
 from dqn_cartpole import run_rounds  # noqa: E402
 
 # the preset's settings (plugins/dqn/examples/cartpole.toml), grouped as the differences to the defaults
@@ -55,9 +55,7 @@ def rlf_worker(seed: int, threads: int, args: dict) -> dict:
 
 
 def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(rlf_worker(worker.seed, worker.threads, worker.args))
+    if serve_worker({"rlf": rlf_worker}):
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50_000)

@@ -38,10 +38,9 @@ from _common import (  # noqa: E402
     UsageError,
     alternate,
     check_python,
-    emit,
     machine_line,
     main_guard,
-    worker_arguments,
+    serve_worker,
 )
 
 SB3_VENV = "python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 stable-baselines3"
@@ -145,9 +144,7 @@ def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Ca
 
 
 def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+    if serve_worker(WORKERS):
         return
     args = arguments()
     sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV) if args.impl != "rlf" else ""

@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,6 +138,16 @@ def worker_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace | 
         return None
     known.args = json.loads(known.args)
     return known
+
+
+def serve_worker(workers: Mapping[str, Callable[[int, int, dict], dict]]) -> bool:
+    """In a process ``run_case`` started: run the worker it names, print its result and return True.
+    In the parent (no worker arguments): return False."""
+    worker = worker_arguments()
+    if worker is None:
+        return False
+    emit(workers[worker.worker](worker.seed, worker.threads, worker.args))
+    return True
 
 
 def emit(result: dict) -> None:

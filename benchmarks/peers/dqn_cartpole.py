@@ -34,14 +34,13 @@ from _common import (  # noqa: E402
     UsageError,
     alternate,
     check_python,
-    emit,
     machine_line,
     main_guard,
     median,
     print_table,
     run_case,
+    serve_worker,
     thread_mismatch,
-    worker_arguments,
 )
 
 PRESET = REPO / "plugins" / "dqn" / "examples" / "cartpole.toml"
@@ -166,9 +165,7 @@ def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Ca
 
 
 def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+    if serve_worker(WORKERS):
         return
     args = arguments()
     sb3 = check_python(args.sb3_python, "stable_baselines3", SB3_VENV)

@@ -42,12 +42,11 @@ from _common import (  # noqa: E402
     UsageError,
     alternate,
     check_python,
-    emit,
     machine_line,
     main_guard,
     median,
     print_table,
-    worker_arguments,
+    serve_worker,
 )
 
 PPAGE_VENV = "python3 -m venv /tmp/ppage && /tmp/ppage/bin/pip install ppage==0.9.2"
@@ -168,9 +167,7 @@ def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Ca
 
 
 def main() -> None:
-    worker = worker_arguments()
-    if worker is not None:
-        emit(WORKERS[worker.worker](worker.seed, worker.threads, worker.args))
+    if serve_worker(WORKERS):
         return
     args = arguments()
     ppage = check_python(args.ppage_python, "ppage", PPAGE_VENV)
