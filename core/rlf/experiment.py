@@ -192,16 +192,12 @@ class AlgorithmEntry(SettingTables):
     steps: PerSettingBudget | None = None
 
 
-class ExperimentFile(_Model):
+class ExperimentFile(SettingTables):
+    """The whole file: its own run/algo/env/... tables are shared by every run."""
+
     experiment: ExperimentHead
     settings: dict[Name, SettingTables] = {}
     algorithms: dict[Name, AlgorithmEntry] = Field(min_length=1)
-    run: Tables = {}
-    algo: Tables = {}
-    env: Tables = {}
-    collector: Tables = {}
-    logger: Tables = {}
-    callback: Tables = {}
 
 
 def _problem(exc: ValidationError, where: str, data: Any = None) -> ConfigError:
