@@ -140,13 +140,34 @@ _ARRAY_SPACES = (gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spac
 """Observation spaces the core batches as (N, ...) arrays."""
 
 
+def _observation_need(spec: AlgorithmSpec, space: gymnasium.Space) -> str | None:
+    """What the algorithm declared it needs and ``space`` lacks, as a phrase; None when it can read it."""
+    if spec.observation_spaces is not None and not isinstance(space, spec.observation_spaces):
+        return "/".join(cls.__name__ for cls in spec.observation_spaces) + " observations"
+    if spec.observation_check is None:
+        return None
+    need = guarded(spec.plugin, f"algorithm {spec.name!r} (its observation_check)", spec.observation_check, space)
+    if need is not None and not isinstance(need, str):
+        raise PluginRunError(f"plugin {spec.plugin!r} failed in algorithm {spec.name!r} (its observation_check): "
+                             f"it returned {type(need).__name__}, not None or a phrase saying what it needs; "
+                             "fix the plugin")
+    return need or None
+
+
 def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
+    """Refuses, before anything is written, a pair the algorithm's registration rules out (one line)."""
     for agent, space in env_spec.observation_spaces.items():
         if not isinstance(space, _ARRAY_SPACES):
             raise IncompatibleError(
                 f"{env_spec.name} gives agent {agent!r} {type(space).__name__} observations ({space}); rlf batches "
                 "observations as arrays (Box, Discrete, MultiBinary, MultiDiscrete): wrap the env to flatten them "
                 "(gymnasium.wrappers.FlattenObservation) in an environment plugin, or choose another environment")
+        need = _observation_need(spec, space)
+        if need:
+            raise IncompatibleError(
+                f"algorithm {spec.name!r} reads {need}, but {env_spec.name} gives agent {agent!r} {space}; "
+                "choose an environment with such observations (or wrap this one in an environment plugin), "
+                "or another algorithm")
     for agent, kind in action_kinds(env_spec).items():
         if kind not in spec.action_spaces:
             space = env_spec.action_spaces[agent]

@@ -128,6 +128,12 @@ class AlgorithmSpec:
     multi_agent: bool = True
     run_defaults: dict[str, Any] = field(default_factory=dict)
     """Run-config defaults this algorithm prefers, e.g. ``{"num_envs": 8}``; below the user's settings."""
+    observation_spaces: tuple[type, ...] | None = None
+    """The ``gymnasium.spaces`` classes it reads, e.g. ``(spaces.Box, spaces.Discrete)``; None: any the core
+    batches."""
+    observation_check: Callable[[Any], str | None] | None = None
+    """``observation_check(space)``: None when it can read ``space``, else what it needs, one phrase
+    ("images of at least 36x36"), which the refusal quotes."""
 
 
 @dataclass(frozen=True)
@@ -356,20 +362,37 @@ def _check_api_version(name: str, plugin: Any) -> None:
                           f"install versions of rlf and {name} that match")
 
 
+def _space_classes(name: str, declared: Any) -> tuple[type, ...] | None:
+    if declared is None:
+        return None
+    import gymnasium  # only for a plugin that declares spaces: discovery stays light otherwise
+
+    classes = (declared,) if isinstance(declared, type) else tuple(declared)
+    if not classes or not all(isinstance(c, type) and issubclass(c, gymnasium.spaces.Space) for c in classes):
+        raise PluginError(f"algorithm {name!r}: observation_spaces must be gymnasium.spaces classes, e.g. "
+                          f"(gymnasium.spaces.Box, gymnasium.spaces.Discrete), not {declared!r}")
+    return classes
+
+
 def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) -> None:
     def algorithm_registrar(plugin: str):
         def register(name: str, *, build_agent, build_learner, family, config, default_env=None,
-                     action_spaces=("discrete",), multi_agent=True, run_defaults=None) -> None:
+                     action_spaces=("discrete",), multi_agent=True, run_defaults=None,
+                     observation_spaces=None, observation_check=None) -> None:
             if not isinstance(family, str) or not family:
                 raise PluginError(f"algorithm {name!r}: family must name a registered strategy "
                                   f"(e.g. 'on-policy'), not {family!r}")
             family = StrategyFamily(family) if family in set(StrategyFamily) else family
             if not (isinstance(config, type) and issubclass(config, AlgorithmConfig)):
                 raise PluginError(f"algorithm {name!r}: config must subclass rlf.AlgorithmConfig")
+            observation_spaces = _space_classes(name, observation_spaces)
+            if observation_check is not None and not callable(observation_check):
+                raise PluginError(f"algorithm {name!r}: observation_check must be a function of the observation "
+                                  f"space (or None), not {type(observation_check).__name__}")
             _claim(registry.algorithms, name, plugin, "algorithm")
             registry.algorithms[name] = AlgorithmSpec(
                 name, _builder(build_agent), _builder(build_learner), family, config, plugin, default_env,
-                tuple(action_spaces), multi_agent, dict(run_defaults or {}))
+                tuple(action_spaces), multi_agent, dict(run_defaults or {}), observation_spaces, observation_check)
             registry.plugins[plugin].algorithms.append(name)
         return register
 
