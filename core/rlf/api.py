@@ -267,8 +267,8 @@ class Algorithm:
             lock.acquire()
             if self._continues:
                 rundir.truncate_history(run_dir, done)
-            elif overwrite:
-                rundir.remove_run(run_dir)
+            elif overwrite or rundir.holds_debris(run_dir):
+                rundir.remove_run(run_dir)  # only the files rlf wrote
             else:
                 rundir.refuse_existing_run(run_dir)
             # files rlf did not write are never deleted; a new run beside them needs --overwrite
@@ -514,8 +514,9 @@ def _checkpoint_of(path: Path) -> tuple[Path, Path | None]:
                                   "pass the directory `rlf train` created")
         path = path / CHECKPOINT_FILE
         if not path.is_file():
+            again = " --overwrite" if rundir.holds_run(run_dir) else ""  # no data: a new run replaces it unasked
             raise CheckpointError(f"run directory {run_dir} has no checkpoint yet (it stopped before its first "
-                                  f"one); start it again with `rlf train ALGO --run-dir {run_dir} --overwrite`")
+                                  f"one); start it again with `rlf train ALGO --run-dir {run_dir}{again}`")
     elif not path.exists():
         raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
     return path, run_dir

@@ -29,7 +29,7 @@ MANIFEST_FILE = ".rlf-files.json"
 """Every file rlf wrote in the run directory, recorded before it is created: what --overwrite,
 checkpoint rotation and stale-temp cleanup may delete (nothing else)."""
 INTERNAL_FILES = (LOCK_FILE, OWNER_FILE, MANIFEST_FILE)
-# What makes a directory "hold a run".
+# The files of a run; it "holds a run" once it has a checkpoint or data rows (see holds_run).
 RUN_FILES = ("run.json", "checkpoint.rlf", "metrics.csv", "episodes.csv")
 # Also written by a run (periodic evaluation), and cut back on resume.
 EXTRA_FILES = ("eval.csv", "best.rlf", "best.json")
@@ -89,11 +89,30 @@ def _exists(path: Path) -> bool:
 
 
 def holds_run(path: Path) -> bool:
-    """Whether ``path`` holds a run rlf wrote (a user's own ``metrics.csv`` does not make one)."""
+    """Whether ``path`` holds a run rlf wrote: a checkpoint, or rows of data (a user's own ``metrics.csv``
+    does not make one). What a start that failed before both left (``run.json``, CSV headers) is rlf's
+    debris, which a new run replaces: calling it a run sent the user from "use --resume" to "no
+    checkpoint yet, use --overwrite"."""
     if not path.is_dir():
         return False
-    owned = owned_files(path)
-    return any(name in owned and (path / name).exists() for name in RUN_FILES)
+    owned = {name for name in owned_files(path) if (path / name).exists()}
+    if any(name in ("checkpoint.rlf", "best.rlf") or _KEPT_CHECKPOINT.fullmatch(name) for name in owned):
+        return True
+    return any(_has_rows(path / name) for name in HISTORY_FILES if name in owned)
+
+
+def holds_debris(path: Path) -> bool:
+    """Whether ``path`` holds files rlf wrote but no run (see ``holds_run``)."""
+    return path.is_dir() and not holds_run(path) and any((path / name).exists() for name in owned_files(path))
+
+
+def _has_rows(path: Path) -> bool:
+    try:
+        with open(path, "rb") as file:
+            file.readline()  # the header
+            return any(line.strip() for line in file)
+    except OSError:
+        return True  # unreadable: it may hold data, so it is not rlf's to replace
 
 
 # -- the manifest: which files in a run directory are rlf's ---------------------------------------

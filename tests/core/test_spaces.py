@@ -1,0 +1,119 @@
+"""Observation spaces declared at registration are checked before the run directory exists, and a run
+directory a failed start left behind (no checkpoint, no data) is rlf's debris, not a run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fault_support import assert_one_line_error, make_site, rlf
+from support import install_fake_plugin
+
+PLUGIN_SOURCE = '''
+from gymnasium import spaces
+
+import rlf
+from support import TabularQConfig, build_tabular_agent, build_tabular_learner
+
+
+def big_images(space):
+    if len(space.shape) == 3 and min(space.shape[:2]) >= 36:
+        return None
+    return "images of at least 36x36"
+
+
+def build_fussy_agent(context):
+    # what the tutorial and the template do for a space they cannot handle, found only once building
+    raise rlf.IncompatibleError("fussy reads Discrete observations only; choose another environment")
+
+
+class SpacesPlugin:
+    RLF_API_VERSION = 1
+
+    @rlf.hookimpl
+    def rlf_register_algorithms(self, register):
+        register("grid-q", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
+                 family=rlf.StrategyFamily.OFF_POLICY, config=TabularQConfig,
+                 observation_spaces=(spaces.Discrete,))
+        register("pixels-q", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
+                 family=rlf.StrategyFamily.OFF_POLICY, config=TabularQConfig, observation_check=big_images)
+        register("fussy", build_agent=build_fussy_agent, build_learner=build_tabular_learner,
+                 family=rlf.StrategyFamily.OFF_POLICY, config=TabularQConfig)
+
+
+plugin = SpacesPlugin()
+'''
+
+TRAIN = ("--no-progress", "--steps", "64")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site = make_site(tmp_path_factory.mktemp("site"))
+    install_fake_plugin(site, "spaces", "rlf_spaces_plugin:plugin", PLUGIN_SOURCE, module="rlf_spaces_plugin")
+    return site
+
+
+def test_declared_observation_classes_refuse_before_the_run_directory_exists(site, tmp_path):
+    run = tmp_path / "run"
+    refused = rlf("train", "grid-q", "--env", "gym:CartPole-v1", *TRAIN, "--run-dir", str(run), site=site)
+    assert_one_line_error(refused, "algorithm 'grid-q'", "Discrete observations", "agent 'agent'", "Box(")
+    assert not run.exists()
+    ok = rlf("train", "grid-q", "--env", "gym:FrozenLake-v1", *TRAIN, "--run-dir", str(run), site=site)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_an_observation_check_is_quoted_in_the_refusal(site, tmp_path):
+    run = tmp_path / "run"
+    refused = rlf("train", "pixels-q", "--env", "gym:CartPole-v1", *TRAIN, "--run-dir", str(run), site=site)
+    assert_one_line_error(refused, "algorithm 'pixels-q'", "images of at least 36x36", "Box(")
+    assert not run.exists()
+
+
+def test_bad_declarations_are_refused_at_registration():
+    import rlf
+    from rlf.plugins import load_registry
+    from support import TabularQConfig, build_tabular_agent, build_tabular_learner
+
+    class Bad:
+        RLF_API_VERSION = 1
+
+        @rlf.hookimpl
+        def rlf_register_algorithms(self, register):
+            register("bad-obs", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
+                     family="off-policy", config=TabularQConfig, observation_spaces=("discrete",))
+
+    with pytest.raises(rlf.PluginError, match="observation_spaces must be gymnasium.spaces classes"):
+        load_registry(extra_plugins=[("bad", Bad())], strict=True)
+
+
+def test_a_run_directory_left_by_a_failed_start_is_not_a_run(site, tmp_path):
+    run = tmp_path / "run"
+    failed = rlf("train", "fussy", "--env", "gym:CartPole-v1", *TRAIN, "--run-dir", str(run), site=site)
+    assert_one_line_error(failed, "Discrete observations only")
+    assert (run / "run.json").is_file() and not (run / "checkpoint.rlf").exists()
+    (run / "notes.txt").write_text("mine")  # the user's: kept, and trained beside with --overwrite only
+
+    again = rlf("train", "tabular-q", "--env", "line", *TRAIN, "--run-dir", str(run), "--overwrite", site=site)
+    assert again.returncode == 0, again.stderr
+    assert (run / "notes.txt").read_text() == "mine"
+    assert json.loads((run / "run.json").read_text())["config"]["run"]["algorithm"] == "tabular-q"
+
+    debris = tmp_path / "debris"
+    assert rlf("train", "fussy", "--env", "gym:CartPole-v1", *TRAIN, "--run-dir", str(debris),
+               site=site).returncode == 2
+    fresh = rlf("train", "tabular-q", "--env", "line", *TRAIN, "--run-dir", str(debris), site=site)
+    assert fresh.returncode == 0, fresh.stderr  # not "already holds a run ... --resume"
+    assert json.loads((debris / "run.json").read_text())["config"]["run"]["algorithm"] == "tabular-q"
+    assert (debris / "checkpoint.rlf").is_file()
+
+
+def test_a_run_with_data_rows_but_no_checkpoint_is_still_a_run(site, tmp_path):
+    from rlf import rundir
+
+    run = tmp_path / "run"
+    assert rlf("train", "tabular-q", "--env", "line", *TRAIN, "--run-dir", str(run), site=site).returncode == 0
+    (run / "checkpoint.rlf").unlink()
+    for kept in run.glob("checkpoint-*.rlf"):
+        kept.unlink()
+    assert rundir.holds_run(run)  # its metrics are data: --overwrite or --resume decide, not rlf
