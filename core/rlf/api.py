@@ -142,8 +142,10 @@ _ARRAY_SPACES = (gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spac
 
 def _observation_need(spec: AlgorithmSpec, space: gymnasium.Space) -> str | None:
     """What the algorithm declared it needs and ``space`` lacks, as a phrase; None when it can read it."""
-    if spec.observation_spaces is not None and not isinstance(space, spec.observation_spaces):
-        return "/".join(cls.__name__ for cls in spec.observation_spaces) + " observations"
+    if spec.observation_spaces is not None:
+        accepted = tuple(getattr(gymnasium.spaces, c) if isinstance(c, str) else c for c in spec.observation_spaces)
+        if not isinstance(space, accepted):
+            return "/".join(cls.__name__ for cls in accepted) + " observations"
     if spec.observation_check is None:
         return None
     need = guarded(spec.plugin, f"algorithm {spec.name!r} (its observation_check)", spec.observation_check, space)

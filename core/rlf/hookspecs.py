@@ -35,7 +35,7 @@ class RegisterAlgorithm(Protocol):
     def __call__(self, name: str, *, build_agent: Callable | str, build_learner: Callable | str, family: str,
                  config: type[BaseModel], default_env: str | None = None,
                  action_spaces: tuple[str, ...] = ("discrete",), multi_agent: bool = True,
-                 run_defaults: dict[str, Any] | None = None, observation_spaces: tuple[type, ...] | None = None,
+                 run_defaults: dict[str, Any] | None = None, observation_spaces: tuple[str | type, ...] | None = None,
                  observation_check: Callable[[Any], str | None] | None = None) -> None: ...
 
 

@@ -128,9 +128,9 @@ class AlgorithmSpec:
     multi_agent: bool = True
     run_defaults: dict[str, Any] = field(default_factory=dict)
     """Run-config defaults this algorithm prefers, e.g. ``{"num_envs": 8}``; below the user's settings."""
-    observation_spaces: tuple[type, ...] | None = None
-    """The ``gymnasium.spaces`` classes it reads, e.g. ``(spaces.Box, spaces.Discrete)``; None: any the core
-    batches."""
+    observation_spaces: tuple[str | type, ...] | None = None
+    """The ``gymnasium.spaces`` classes it reads, by name (``("Box", "Discrete")``) or as classes; None: any
+    the core batches."""
     observation_check: Callable[[Any], str | None] | None = None
     """``observation_check(space)``: None when it can read ``space``, else what it needs, one phrase
     ("images of at least 36x36"), which the refusal quotes."""
@@ -362,16 +362,28 @@ def _check_api_version(name: str, plugin: Any) -> None:
                           f"install versions of rlf and {name} that match")
 
 
-def _space_classes(name: str, declared: Any) -> tuple[type, ...] | None:
+OBSERVATION_SPACE_NAMES = ("Box", "Discrete", "MultiBinary", "MultiDiscrete")
+"""The ``gymnasium.spaces`` classes the core batches, which ``observation_spaces`` may name as strings."""
+
+
+def _space_classes(name: str, declared: Any) -> tuple[str | type, ...] | None:
+    # names keep plugin.py light (no gymnasium import at discovery); classes are for a plugin's own Space
     if declared is None:
         return None
-    import gymnasium  # only for a plugin that declares spaces: discovery stays light otherwise
+    items = (declared,) if isinstance(declared, str | type) else tuple(declared)
 
-    classes = (declared,) if isinstance(declared, type) else tuple(declared)
-    if not classes or not all(isinstance(c, type) and issubclass(c, gymnasium.spaces.Space) for c in classes):
-        raise PluginError(f"algorithm {name!r}: observation_spaces must be gymnasium.spaces classes, e.g. "
-                          f"(gymnasium.spaces.Box, gymnasium.spaces.Discrete), not {declared!r}")
-    return classes
+    def valid(item: Any) -> bool:
+        if isinstance(item, str):
+            return item in OBSERVATION_SPACE_NAMES
+        import gymnasium  # a plugin that passes a class has imported it already
+
+        return isinstance(item, type) and issubclass(item, gymnasium.spaces.Space)
+
+    if not items or not all(valid(item) for item in items):
+        raise PluginError(f"algorithm {name!r}: observation_spaces must name gymnasium.spaces classes, e.g. "
+                          f"(\"Box\", \"Discrete\") (one of {', '.join(OBSERVATION_SPACE_NAMES)}) or be the classes, "
+                          f"not {declared!r}")
+    return items
 
 
 def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) -> None:

@@ -10,8 +10,6 @@ from fault_support import assert_one_line_error, make_site, rlf
 from support import install_fake_plugin
 
 PLUGIN_SOURCE = '''
-from gymnasium import spaces
-
 import rlf
 from support import TabularQConfig, build_tabular_agent, build_tabular_learner
 
@@ -34,7 +32,7 @@ class SpacesPlugin:
     def rlf_register_algorithms(self, register):
         register("grid-q", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
                  family=rlf.StrategyFamily.OFF_POLICY, config=TabularQConfig,
-                 observation_spaces=(spaces.Discrete,))
+                 observation_spaces=("Discrete",))
         register("pixels-q", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
                  family=rlf.StrategyFamily.OFF_POLICY, config=TabularQConfig, observation_check=big_images)
         register("fussy", build_agent=build_fussy_agent, build_learner=build_tabular_learner,
@@ -70,21 +68,40 @@ def test_an_observation_check_is_quoted_in_the_refusal(site, tmp_path):
     assert not run.exists()
 
 
-def test_bad_declarations_are_refused_at_registration():
+def registered(observation_spaces):
     import rlf
     from rlf.plugins import load_registry
     from support import TabularQConfig, build_tabular_agent, build_tabular_learner
 
-    class Bad:
+    class Declaring:
         RLF_API_VERSION = 1
 
         @rlf.hookimpl
         def rlf_register_algorithms(self, register):
-            register("bad-obs", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
-                     family="off-policy", config=TabularQConfig, observation_spaces=("discrete",))
+            register("declaring", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
+                     family="off-policy", config=TabularQConfig, observation_spaces=observation_spaces)
 
-    with pytest.raises(rlf.PluginError, match="observation_spaces must be gymnasium.spaces classes"):
-        load_registry(extra_plugins=[("bad", Bad())], strict=True)
+    return load_registry(extra_plugins=[("declaring", Declaring())], strict=True).algorithm("declaring")
+
+
+@pytest.mark.parametrize("declared", [("discrete",), (int,), ()])
+def test_bad_declarations_are_refused_at_registration(declared):
+    import rlf
+
+    with pytest.raises(rlf.PluginError, match="observation_spaces must name gymnasium.spaces classes"):
+        registered(declared)
+
+
+def test_classes_may_be_declared_too():
+    from gymnasium import spaces
+
+    from rlf import EnvSpec, IncompatibleError
+    from rlf.api import check_compatible
+
+    spec = registered((spaces.Discrete, "Box"))
+    bits = EnvSpec("bits", ("agent",), {"agent": spaces.MultiBinary(3)}, {"agent": spaces.Discrete(2)}, False, 1)
+    with pytest.raises(IncompatibleError, match="reads Discrete/Box observations"):
+        check_compatible(spec, bits)
 
 
 def test_a_run_directory_left_by_a_failed_start_is_not_a_run(site, tmp_path):

@@ -7,7 +7,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import Acting, Agent, AgentArrays, BuildContext, Learner, Rollout, StateTree
+from rlf import Acting, Agent, AgentArrays, BuildContext, IncompatibleError, Learner, Rollout, StateTree
 from rlf.torch_utils import (
     load_optimizer_state,
     optimizer_state,
@@ -18,8 +18,11 @@ from rlf.torch_utils import (
 
 
 def policy_network(observation_space: spaces.Space, action_space: spaces.Space, hidden: int) -> nn.Module:
+    # IncompatibleError: the CLI prints one line and exits 2, and no run is left behind to resume
+    if not isinstance(observation_space, spaces.Box):
+        raise IncompatibleError(f"reinforce reads Box observations, not {observation_space}; choose another environment")
     if not isinstance(action_space, spaces.Discrete):
-        raise TypeError(f"reinforce needs discrete actions, not {action_space}")
+        raise IncompatibleError(f"reinforce needs discrete actions, not {action_space}; choose another environment")
     inputs = int(np.prod(observation_space.shape))
     return nn.Sequential(nn.Flatten(), nn.Linear(inputs, hidden), nn.Tanh(), nn.Linear(hidden, int(action_space.n)))
 
