@@ -20,4 +20,5 @@ def rlf_register_algorithms(register: RegisterAlgorithm):
 
     register("a3c", build_agent="rlf_plugin_a3c.factory:build_agent",
              build_learner="rlf_plugin_a3c.factory:build_learner", family="async-workers",
-             config=A3CConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",), multi_agent=True)
+             config=A3CConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",), multi_agent=True,
+             observation_spaces=("Box", "Discrete"))  # rlf.nn.ObservationEncoder reads no other

@@ -12,4 +12,5 @@ def rlf_register_algorithms(register):
 
     register("ppo", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
              config=PPOConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",),
+             observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
              run_defaults={"num_envs": 8})

@@ -12,4 +12,5 @@ def rlf_register_algorithms(register):
 
     register("sac", build_agent="rlf_plugin_sac.factory:build_agent",
              build_learner="rlf_plugin_sac.factory:build_learner", family=StrategyFamily.OFF_POLICY,
-             config=SACConfig, default_env="gym:Pendulum-v1", action_spaces=("continuous",), multi_agent=True)
+             config=SACConfig, default_env="gym:Pendulum-v1", action_spaces=("continuous",), multi_agent=True,
+             observation_spaces=("Box", "Discrete"))  # rlf.nn.ObservationEncoder reads no other
