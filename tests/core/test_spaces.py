@@ -69,9 +69,10 @@ def test_an_observation_check_is_quoted_in_the_refusal(site, tmp_path):
 
 
 def registered(observation_spaces):
+    from support import TabularQConfig, build_tabular_agent, build_tabular_learner
+
     import rlf
     from rlf.plugins import load_registry
-    from support import TabularQConfig, build_tabular_agent, build_tabular_learner
 
     class Declaring:
         RLF_API_VERSION = 1
@@ -142,10 +143,10 @@ def test_the_template_and_the_tutorial_refuse_with_incompatible_error(tmp_path, 
     from pathlib import Path
 
     from gymnasium import spaces
+    from support import ROOT
 
     from rlf import BuildContext, EnvSpec, IncompatibleError, scaffold
     from rlf.config import RunConfig
-    from support import ROOT
 
     directory, _ = scaffold.new_plugin("algorithm", "spaces-demo", tmp_path)
     monkeypatch.syspath_prepend(str(next(Path(directory).glob("src"))))
