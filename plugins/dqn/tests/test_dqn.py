@@ -16,6 +16,7 @@ from rlf_plugin_dqn.model import direct_forward, observation_layout
 
 import rlf
 from rlf import BuildContext, ConfigError, EnvSpec, IncompatibleError, RunConfig, Transitions
+from rlf.errors import PluginRunError
 from rlf.testing import restore_only
 
 
@@ -248,7 +249,8 @@ def test_rows_where_the_agent_took_no_part_are_not_stored():
 
 
 def test_observations_are_checked_against_the_encoders_state_dim(registry, tmp_path):
-    with pytest.raises(ValueError, match="promises state_dim=2"):
+    # during a run the core reports the plugin's refusal as one line naming it (the ValueError is its cause)
+    with pytest.raises(PluginRunError, match="dqn.*build_agent: ValueError: .*promises state_dim=2"):
         make(registry, "walkers", tmp_path, "steps=10", "env.promised_dim=2").train()
     spec = vector_spec(dim=3, metadata={"encoder": type("Encoder", (), {"state_dim": 3})()})
     _, learner = build(spec)
