@@ -139,11 +139,9 @@ def test_a_run_with_data_rows_but_no_checkpoint_is_still_a_run(site, tmp_path):
 
 def test_the_template_and_the_tutorial_refuse_with_incompatible_error(tmp_path, monkeypatch):
     import importlib
-    import sys
     from pathlib import Path
 
     from gymnasium import spaces
-    from support import ROOT
 
     from rlf import BuildContext, EnvSpec, IncompatibleError, scaffold
     from rlf.config import RunConfig
@@ -157,11 +155,3 @@ def test_the_template_and_the_tutorial_refuse_with_incompatible_error(tmp_path, 
     with pytest.raises(IncompatibleError, match="needs discrete actions"):
         factory.build_agent(BuildContext(env_spec=wheel, config=config, run=RunConfig(algorithm="spaces-demo", env="wheel"), seed=0, device="cpu"))
 
-    pytest.importorskip("torch")
-    monkeypatch.syspath_prepend(str(ROOT / "docs" / "tutorial" / "rlf-plugin-reinforce" / "src"))
-    sys.modules.pop("rlf_plugin_reinforce", None)
-    tutorial = importlib.import_module("rlf_plugin_reinforce.factory")
-    with pytest.raises(IncompatibleError, match="discrete actions"):
-        tutorial.policy_network(spaces.Box(-1, 1, (3,)), spaces.Box(-1, 1, (1,)), 8)
-    with pytest.raises(IncompatibleError, match="Box observations"):
-        tutorial.policy_network(spaces.Discrete(4), spaces.Discrete(2), 8)
