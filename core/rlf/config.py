@@ -253,20 +253,25 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
     return layered
 
 
+def read_toml(path: Path, what: str = "config file", flag: str = " to --config") -> dict[str, Any]:
+    """A TOML file's tables, or one line saying why it cannot be read (``what`` names the file's role)."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist; pass an existing TOML file{flag}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a directory; pass a TOML file{flag}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8 TOML") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} cannot be read ({exc.strerror}); pass a readable TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not valid TOML ({exc}); fix the syntax and retry") from None
+
+
 def load_toml(path: Path) -> dict[str, dict[str, Any]]:
     """A config file with [run], [algo], [env] and [collector] tables; top-level keys belong to [run]."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist; pass an existing TOML file to --config") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {path} is a directory; pass a TOML file to --config") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8 TOML") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read ({exc.strerror}); pass a readable TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML ({exc}); fix the syntax and retry") from None
+    data = read_toml(path)
     layered: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
     for key, value in data.items():
         if key in SECTIONS:

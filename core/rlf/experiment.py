@@ -43,7 +43,6 @@ import json
 import signal
 import sys
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +63,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from . import rundir
-from .config import SECTIONS, load_toml, merge, parse_overrides
+from .config import SECTIONS, load_toml, merge, parse_overrides, read_toml
 from .errors import ConfigError
 
 FINAL_EVAL_FILES = {"greedy": "final_eval.csv", "stochastic": "final_eval_stochastic.csv",  # results.SOURCES
@@ -326,19 +325,7 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
 
 
 def _read(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_bytes().decode("utf-8")
-        return tomllib.loads(text)
-    except FileNotFoundError:
-        raise ConfigError(f"experiment file {path} does not exist") from None
-    except IsADirectoryError:
-        raise ConfigError(f"experiment file {path} is a directory; pass a TOML file") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"experiment file {path} is not UTF-8 text (byte {exc.start}); pass a TOML file") from None
-    except OSError as exc:
-        raise ConfigError(f"experiment file {path} cannot be read ({exc.strerror}); pass a readable TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"experiment file {path} is not valid TOML ({exc}); fix the syntax and retry") from None
+    return read_toml(path, "experiment file", "")
 
 
 def _algorithm_budget(spec: AlgorithmEntry, setting: str, default: int) -> int:
