@@ -1,4 +1,4 @@
-"""What real checkpoints look like, to size the limits of rlf.checkpoint.Limits (hostile-file caps).
+"""What real checkpoints look like, to size the limits of rlf.storage.checkpoint.Limits (hostile-file caps).
 
     python benchmarks/checkpoint_sizes.py                      # PPO and DQN on Mario (rlf-plugin-mario)
     python benchmarks/checkpoint_sizes.py --env gym:CartPole-v1 --dqn-buffer 2000
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import rlf
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 
 
 def measure(path: Path) -> dict[str, float]:

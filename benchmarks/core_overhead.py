@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    rlf_bin = [sys.executable, "-m", "rlf.cli", "list"]
+    rlf_bin = [sys.executable, "-m", "rlf.cli.commands", "list"]
     listed = time_command(rlf_bin, args.rounds + 2)
     python = time_command([sys.executable, "-c", "pass"], args.rounds + 2)
     print(f"rlf list: {listed:.3f} s median (bare python start-up {python:.3f} s); target < 0.5 s")

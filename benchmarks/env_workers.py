@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from rlf.builtin_envs import GymEnvConfig
 from rlf.envs import EnvFactory, GymVector, StepBatch
+from rlf.envs.gym import GymEnvConfig
 from rlf.interfaces import SINGLE_AGENT
 from rlf.plugins import LazyCallable
 
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=1.5)
     args = parser.parse_args()
-    factory = EnvFactory(LazyCallable("rlf.builtin_envs:make_gym_env"), GymEnvConfig(id=args.env))
+    factory = EnvFactory(LazyCallable("rlf.envs.gym:make_gym_env"), GymEnvConfig(id=args.env))
     vector = GymVector(f"gym:{args.env}", factory, args.workers, subprocess=True)
     rng = np.random.default_rng(0)
     try:

@@ -7,7 +7,7 @@ Each round starts a fresh interpreter (as a user's `rlf train` does) that runs t
 (nothing else changes). The clock starts in the parent just before the child process is created, so
 interpreter start-up counts. Phases are printed as offsets from that start (start -> end, seconds):
 
-  python + import rlf    interpreter start and `import rlf, rlf.cli` (no torch)
+  python + import rlf    interpreter start and `import rlf, rlf.cli.commands` (no torch)
   check: probe env       the env built once in the main process to read its spaces (ROM load)
   env workers            the subprocess env groups started until every worker has built its env
   build agent            PPO's agent, including `import torch` and the CNN's construction (in a
@@ -57,9 +57,9 @@ def child(t0: float, num_envs: int) -> None:
 
     import rlf
     import rlf.api
-    import rlf.cli
-    import rlf.envs
-    import rlf.loggers
+    import rlf.cli.commands
+    import rlf.envs.gym_vector
+    import rlf.logging.loggers
 
     mark("python + import rlf", t0, time.time())
 
@@ -78,11 +78,11 @@ def child(t0: float, num_envs: int) -> None:
         setattr(owner, attribute, wrapper)
 
     timed(rlf.api.Algorithm, "_probe_spec", "check: probe env")
-    timed(rlf.envs.GymVector, "__init__", "env workers")
-    timed(rlf.envs.GymVector, "reset", "reset")
-    timed(rlf.envs.GymVector, "step_async", "first env step")
-    timed(rlf.envs.GymVector, "step", "first env step")
-    timed(rlf.loggers.TensorBoardLogger, "on_start", "loggers on_start")
+    timed(rlf.envs.gym_vector.GymVector, "__init__", "env workers")
+    timed(rlf.envs.gym_vector.GymVector, "reset", "reset")
+    timed(rlf.envs.gym_vector.GymVector, "step_async", "first env step")
+    timed(rlf.envs.gym_vector.GymVector, "step", "first env step")
+    timed(rlf.logging.loggers.TensorBoardLogger, "on_start", "loggers on_start")
     timed(ppo_factory, "build_learner", "build learner")
     original_agent = ppo_factory.build_agent
 
@@ -105,7 +105,7 @@ def child(t0: float, num_envs: int) -> None:
 
     ppo_factory.build_agent = build_agent
     # step_wait completes what step_async started: the first env step ends when its results are back
-    step_wait = rlf.envs.GymVector.step_wait
+    step_wait = rlf.envs.gym_vector.GymVector.step_wait
 
     def first_wait(self, *args, **kwargs):
         try:
@@ -117,9 +117,9 @@ def child(t0: float, num_envs: int) -> None:
                 cpu.update(cpu_to_now(self))
 
     cpu: dict[str, float] = {}
-    rlf.envs.GymVector.step_wait = first_wait
+    rlf.envs.gym_vector.GymVector.step_wait = first_wait
     with tempfile.TemporaryDirectory() as run_dir:
-        code = rlf.cli.main(["train", "ppo", "--env", "mario", "--steps", str(num_envs), "--no-progress",
+        code = rlf.cli.commands.main(["train", "ppo", "--env", "mario", "--steps", str(num_envs), "--no-progress",
                              "--run-dir", str(Path(run_dir) / "run"), "--set", f"num_envs={num_envs}",
                              "--set", "checkpoint_interval=0"])
     events.pop("first env step done", None)

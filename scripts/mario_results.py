@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from rlf.experiment import FINAL_EVAL_FILES, FINAL_EVAL_SOURCES
-from rlf.results import compare, find_runs, format_table, read_rows
+from rlf.experiments.results import compare, find_runs, format_table, read_rows
+from rlf.experiments.runner import FINAL_EVAL_FILES, FINAL_EVAL_SOURCES
 
 METRICS = ["x_pos_max", "flag"]
 BEGIN, END = "<!-- series:begin -->", "<!-- series:end -->"
@@ -52,7 +52,7 @@ def section(runs_dir: Path, ab_dir: Path | None, out_dir: Path) -> str:
                 lines += [f"### {title}: {mode} evaluation after training", "",
                           format_table(compare(evaluated, METRICS, FINAL_EVAL_SOURCES[mode], 10**9), METRICS), ""]
         try:
-            from rlf.plotting import plot_runs
+            from rlf.experiments.plotting import plot_runs
 
             for axis in ("steps", "wall"):
                 png = out_dir / f"mario-1-1-{setting}-{axis}.png"

@@ -180,7 +180,7 @@ def configs_page() -> str:
 
 
 def cli_page() -> str:
-    from rlf.cli import _parser
+    from rlf.cli.commands import _parser
 
     parser = _parser()
     out = ["# Command line", "", "Every `rlf` command and its options, as `--help` prints them. Errors a user can fix",

@@ -138,14 +138,14 @@ def check_core_without_torch() -> None:
         pass
     else:
         fail("`import torch` succeeded in the core env")
-    import rlf.torch_utils  # noqa: F401  (must import: torch is only imported inside its functions)
+    import rlf.nn.torch_utils  # noqa: F401  (must import: torch is only imported inside its functions)
 
     try:
-        rlf.torch_utils.resolve_device("cpu")
+        rlf.nn.torch_utils.resolve_device("cpu")
     except ImportError:
-        print("tox_env: core imports without torch; rlf.torch_utils imports torch only when called", flush=True)
+        print("tox_env: core imports without torch; rlf.nn.torch_utils imports torch only when called", flush=True)
     else:
-        fail("rlf.torch_utils.resolve_device worked without torch")
+        fail("rlf.nn.torch_utils.resolve_device worked without torch")
 
 
 def strict_plugins_load() -> None:

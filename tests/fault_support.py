@@ -86,7 +86,7 @@ def child_env(site: Path, **extra: str) -> dict[str, str]:
 
 
 def rlf(*args: str, site: Path, cwd: Path | None = None, timeout: float = 120, **extra: str):
-    return subprocess.run([sys.executable, "-m", "rlf.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rlf.cli.commands", *args], capture_output=True, text=True,
                           env=child_env(site, **extra), cwd=cwd, timeout=timeout)
 
 

@@ -4,8 +4,7 @@ Everything a plugin may import is exported here. Heavy parts (training machinery
 on first use, so ``rlf list`` and plugin discovery stay fast.
 """
 
-from .callbacks import Callback, Logger
-from .config import (
+from rlf.config import (
     AlgorithmConfig,
     CollectorConfig,
     EnvConfig,
@@ -15,18 +14,15 @@ from .config import (
     RunConfig,
     StrictModel,
 )
-from .errors import CheckpointError, ConfigError, IncompatibleError, PluginError, RlfError, UnknownNameError
-from .exploration import EpsilonSchedule
-from .hookspecs import (
-    RegisterAlgorithm,
-    RegisterCallback,
-    RegisterCollector,
-    RegisterEnvironment,
-    RegisterLogger,
-    RegisterStrategy,
-    hookimpl,
+from rlf.errors import (
+    CheckpointError,
+    ConfigError,
+    IncompatibleError,
+    PluginError,
+    RlfError,
+    UnknownNameError,
 )
-from .interfaces import (
+from rlf.interfaces import (
     EPISODE_METRICS,
     SINGLE_AGENT,
     Acting,
@@ -40,7 +36,19 @@ from .interfaces import (
     StateTree,
     Transitions,
 )
-from .plugins import API_VERSION, StrategyFamily
+from rlf.lazy import lazy_exports
+from rlf.logging.callbacks import Callback, Logger
+from rlf.plugins.hookspecs import (
+    RegisterAlgorithm,
+    RegisterCallback,
+    RegisterCollector,
+    RegisterEnvironment,
+    RegisterLogger,
+    RegisterStrategy,
+    hookimpl,
+)
+from rlf.plugins.specs import API_VERSION, StrategyFamily
+from rlf.training.exploration import EpsilonSchedule
 
 __version__ = "0.1.0"
 
@@ -51,8 +59,8 @@ _LAZY = {
     "resolve": ("api", "resolve"),
     "Algorithm": ("api", "Algorithm"),
     "compute_gae": ("training.on_policy", "compute_gae"),
-    "ReplayBuffer": ("replay", "ReplayBuffer"),
-    "RunningNormalizer": ("normalize", "RunningNormalizer"),
+    "ReplayBuffer": ("training.replay", "ReplayBuffer"),
+    "RunningNormalizer": ("nn.normalize", "RunningNormalizer"),
     "Trainer": ("training.trainer", "Trainer"),
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
     "StepResult": ("training.strategy", "StepResult"),
@@ -61,32 +69,22 @@ _LAZY = {
     "OnPolicyStrategy": ("training.on_policy", "OnPolicyStrategy"),
     "OffPolicyStrategy": ("training.off_policy", "OffPolicyStrategy"),
     "collect_rollout": ("training.on_policy", "collect_rollout"),
-    "registry": ("plugins", "registry"),
-    "VectorEnv": ("envs", "VectorEnv"),
-    "StepBatch": ("envs", "StepBatch"),
-    "EnvFactory": ("envs", "EnvFactory"),
-    "make_vector_env": ("envs", "make_vector_env"),
-    "StatefulEnv": ("env_state", "StatefulEnv"),
-    "StateUnavailable": ("env_state", "StateUnavailable"),
-    "register_state_adapter": ("env_state", "register_state_adapter"),
-    "generator_state": ("env_state", "generator_state"),
-    "generator_from_state": ("env_state", "generator_from_state"),
-    "checkpoint": ("checkpoint", None),
-    "torch_utils": ("torch_utils", None),
+    "registry": ("plugins.loading", "registry"),
+    "VectorEnv": ("envs.base", "VectorEnv"),
+    "StepBatch": ("envs.base", "StepBatch"),
+    "EnvFactory": ("envs.base", "EnvFactory"),
+    "make_vector_env": ("envs.collectors", "make_vector_env"),
+    "StatefulEnv": ("envs.state", "StatefulEnv"),
+    "StateUnavailable": ("envs.state", "StateUnavailable"),
+    "register_state_adapter": ("envs.state", "register_state_adapter"),
+    "generator_state": ("envs.state", "generator_state"),
+    "generator_from_state": ("envs.state", "generator_from_state"),
+    "checkpoint": ("storage.checkpoint", None),
+    "torch_utils": ("nn.torch_utils", None),
 }
 
 
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'rlf' has no attribute {name!r}")
-    from importlib import import_module
-
-    module_name, attribute = _LAZY[name]
-    module = import_module(f".{module_name}", __name__)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AgentBatch", "AlgorithmConfig",

@@ -19,10 +19,7 @@ from typing import Any
 import gymnasium
 from pydantic import BaseModel
 
-from . import checkpoint as ckpt
-from . import rundir
-from .callbacks import Callback, PeriodicEval, StopAt
-from .config import (
+from rlf.config import (
     SECTIONS,
     AlgorithmConfig,
     EnvConfig,
@@ -32,15 +29,28 @@ from .config import (
     parse_overrides,
     validate,
 )
-from .envs import Collector, EnvFactory, action_kinds, is_multi_agent, make_vector_env, prestart_workers
-from .errors import CheckpointError, ConfigError, IncompatibleError, PluginRunError, guarded
-from .finite import check_tree
-from .interfaces import BuildContext
-from .plugins import AlgorithmSpec, CollectorSpec, EnvironmentSpec, Registry, StrategySpec, check_builders
-from .plugins import registry as default_registry
-from .torch_utils import check_device
-from .training.strategy import EpisodeTracker, average_metrics, build_strategy
-from .training.trainer import Trainer, seed_global_rngs, set_rng_state
+from rlf.envs.base import EnvFactory, action_kinds, is_multi_agent
+from rlf.envs.collectors import Collector, make_vector_env
+from rlf.envs.workers import prestart_workers
+from rlf.errors import CheckpointError, ConfigError, IncompatibleError, PluginRunError, guarded
+from rlf.finite import check_tree
+from rlf.interfaces import BuildContext
+from rlf.logging.callbacks import Callback, PeriodicEval, StopAt
+from rlf.nn.torch_utils import check_device
+from rlf.plugins.loading import registry as default_registry
+from rlf.plugins.specs import (
+    AlgorithmSpec,
+    CollectorSpec,
+    EnvironmentSpec,
+    Registry,
+    StrategySpec,
+    check_builders,
+)
+from rlf.storage import checkpoint as ckpt
+from rlf.storage import files, run_state, rundir
+from rlf.storage.lock import RunDirLock
+from rlf.training.strategy import EpisodeTracker, average_metrics, build_strategy
+from rlf.training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.rlf"
@@ -264,7 +274,7 @@ class Algorithm:
             if not overwrite:
                 rundir.refuse_existing_run(run_dir)
             rundir.refuse_foreign(run_dir, allowed=overwrite)
-        lock = rundir.RunDirLock(run_dir)
+        lock = RunDirLock(run_dir)
         try:
             lock.acquire()
             if self._continues:
@@ -281,7 +291,7 @@ class Algorithm:
                 run.progress = progress
             return self._train_locked(env_spec, callbacks)
         except OSError as exc:
-            error = rundir.disk_error(exc, run_dir, self.counters.get("env_steps"))
+            error = files.disk_error(exc, run_dir, self.counters.get("env_steps"))
             if error is None:
                 raise
             raise error from None
@@ -296,7 +306,7 @@ class Algorithm:
         context = self._context(env_spec)
         if self._pending is None and self.strategy is not None and self.strategy.agent is not None:
             # train() again on the same object continues, exactly as a resume from a checkpoint would
-            from .training.trainer import rng_state
+            from rlf.training.trainer import rng_state
 
             self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state(), "trainer": self._loop}
         self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector(),
@@ -351,10 +361,10 @@ class Algorithm:
         data = {"format": "rlf-run", "config": self.resolved.as_dict(),
                 "plugins": {"algorithm": self.resolved.algorithm.plugin, "environment": self.resolved.environment.plugin},
                 "versions": self.registry.plugin_versions()}
-        ckpt.atomic_write(rundir.claim(self.run_dir, RUN_FILE), lambda h: h.write(json.dumps(data, indent=2).encode()))
+        ckpt.atomic_write(files.claim(self.run_dir, RUN_FILE), lambda h: h.write(json.dumps(data, indent=2).encode()))
 
     def _checkpoint_state(self, trainer_state: dict[str, Any]) -> dict[str, Any]:
-        from . import __version__
+        from rlf import __version__
 
         versions = self.registry.plugin_versions()
         algorithm, environment = self.resolved.algorithm.plugin, self.resolved.environment.plugin
@@ -371,17 +381,17 @@ class Algorithm:
             return path
         # NaN weights never replace the last good checkpoint: the run stops here instead.
         check_tree(trainer_state["strategy"], "strategy", f"the checkpoint at env step {step}", self.run_dir)
-        rundir.claim(self.run_dir, name)
-        owned = rundir.owned_files(self.run_dir)
+        files.claim(self.run_dir, name)
+        owned = files.owned_files(self.run_dir)
         ckpt.save(path, self._checkpoint_state(trainer_state), keep=self.resolved.run.keep_checkpoints if main else 1,
-                  claim=lambda target: rundir.claim(self.run_dir, target.name), owns=lambda target: target.name in owned)
+                  claim=lambda target: files.claim(self.run_dir, target.name), owns=lambda target: target.name in owned)
         if main:
             self._saved_step = step
         return path
 
     def save(self, path: Path | str) -> Path:
         """Write a self-describing checkpoint of the current state to ``path``."""
-        from .training.trainer import rng_state
+        from rlf.training.trainer import rng_state
 
         path = Path(path)
         if self.strategy is not None and self.strategy.agent is not None:
@@ -420,7 +430,7 @@ class Algorithm:
         try:
             context = self._context(envs.spec)
             agent = self.resolved.algorithm.build_agent(context)
-            ckpt.load_into(agent, state, "agent", check_shapes=True)
+            run_state.load_into(agent, state, "agent", check_shapes=True)
             tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
             obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
             rows: list[dict[str, float]] = []
@@ -442,12 +452,12 @@ class Algorithm:
         finally:
             envs.close()
         if record:
-            from .video import write_video
+            from rlf.logging.video import write_video
 
             write_video(Path(record), frames, fps=_render_fps(envs))
         self.last_evaluation = rows  # per-episode rows, for callers that want more than the means
         if tensorboard:
-            from .loggers import tensorboard_video
+            from rlf.logging.loggers import tensorboard_video
 
             tensorboard_video(self.run_dir, "eval/video", frames, _render_fps(envs), self.counters.get("env_steps", 0))
         result = average_metrics(rows)
@@ -485,7 +495,7 @@ def _previous_hint(path: Path) -> str:
         if not older.is_file():
             return ""
         try:
-            steps = ckpt.validate_state(older, ckpt.load(older)).counters.get("env_steps")
+            steps = run_state.validate_state(older, ckpt.load(older)).counters.get("env_steps")
         except CheckpointError:
             continue
         return (f"; the previous checkpoint {older.name} (env step {steps}) is intact: copy it over "
@@ -530,7 +540,7 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     path, run_dir = _checkpoint_of(Path(path))
     try:
         state = ckpt.load(path)
-        checked = ckpt.validate_state(path, state)
+        checked = run_state.validate_state(path, state)
     except CheckpointError as exc:
         if run_dir is None:
             raise
@@ -573,7 +583,7 @@ def export(source: Path | str, target: Path | str, overwrite: bool = False) -> d
     if target.resolve() == path.resolve():
         raise ConfigError(f"{target} is the checkpoint being exported; write the agent to another file")
     state = ckpt.load(path)
-    checked = ckpt.validate_state(path, state)
+    checked = run_state.validate_state(path, state)
     config = {section: dict(values) for section, values in state["config"].items()}
     config["run"]["run_dir"] = None
     agent = {key: state[key] for key in ("rlf_version", "plugins", "saved_at") if key in state}

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import ConfigError
+from rlf.errors import ConfigError
 
 SECTIONS = ("run", "algo", "env", "collector", "logger", "callback")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NonFiniteError
+from rlf.errors import NonFiniteError
 
 
 def _advice(run_dir: Path | None) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 if TYPE_CHECKING:
     import gymnasium
 
-    from .config import AlgorithmConfig, RunConfig
+    from rlf.config import AlgorithmConfig, RunConfig
 
 SINGLE_AGENT = "agent"
 

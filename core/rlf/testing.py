@@ -50,7 +50,7 @@ def restore_only(algo: Any) -> Any:
     step; returns the strategy (agent, learner and state as the checkpoint left them). A train target at
     the checkpoint's own step is an error (it would train nothing), so this asks for one step more
     and stops at ``on_start``; run.json's step target records that request."""
-    from .callbacks import Callback
+    from rlf.logging.callbacks import Callback
 
     class _StopAtStart(Callback):
         def on_start(self, trainer) -> None:

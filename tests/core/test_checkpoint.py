@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rlf import CheckpointError
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 
 
 def test_round_trip_keeps_structure_types_and_arrays(tmp_path):

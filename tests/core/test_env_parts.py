@@ -7,8 +7,8 @@ import pytest
 from support import LinearPolicy
 
 from rlf import SINGLE_AGENT
-from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.envs import EnvFactory, GymVector, StepBatch
+from rlf.envs.gym import GymEnvConfig, make_gym_env
 from rlf.training.on_policy import collect_rollout
 from rlf.training.strategy import EpisodeTracker
 

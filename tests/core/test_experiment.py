@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from rlf.cli import main
+from rlf.cli.commands import main
 from rlf.errors import ConfigError
-from rlf.experiment import load_experiment, run_experiment
-from rlf.results import compare, find_runs
+from rlf.experiments.results import compare, find_runs
+from rlf.experiments.runner import load_experiment, run_experiment
 
 EXPERIMENT = """
 [experiment]

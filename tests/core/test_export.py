@@ -3,8 +3,8 @@
 import pytest
 
 import rlf
-from rlf import checkpoint
-from rlf.cli import main
+from rlf.cli.commands import main
+from rlf.storage import checkpoint
 
 
 @pytest.fixture

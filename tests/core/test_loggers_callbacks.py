@@ -171,7 +171,7 @@ def test_stop_at_an_evaluation_threshold_ends_training_early_with_its_reason(reg
     assert algo.stop_reason.startswith("eval/return = 0.5 >= 0.5 at env step ")
     final = rows(tmp_path / "metrics.csv")[-1]
     assert int(final["env_step"]) == algo.counters["env_steps"]  # the last row is written when stopping
-    assert rlf.checkpoint.load(tmp_path / "checkpoint.rlf")["counters"]["env_steps"] == algo.counters["env_steps"]
+    assert rlf.storage.checkpoint.load(tmp_path / "checkpoint.rlf")["counters"]["env_steps"] == algo.counters["env_steps"]
 
 
 def test_stop_at_a_training_metric_and_below_a_value(reg, tmp_path):

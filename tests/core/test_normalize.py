@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import rlf
-from rlf.normalize import RunningNormalizer
+from rlf.nn.normalize import RunningNormalizer
 
 
 def test_exported_lazily_from_rlf():
@@ -105,9 +105,9 @@ def test_state_dict_round_trip_writes_in_place():
 def test_state_survives_an_rlf_checkpoint_file(tmp_path):
     norm = RunningNormalizer()
     norm.update(np.array([1.0, 2.0, 6.0]))
-    rlf.checkpoint.save(tmp_path / "n.rlf", {"norm": norm.state_dict()})
+    rlf.storage.checkpoint.save(tmp_path / "n.rlf", {"norm": norm.state_dict()})
     again = RunningNormalizer()
-    again.load_state_dict(rlf.checkpoint.load(tmp_path / "n.rlf")["norm"])
+    again.load_state_dict(rlf.storage.checkpoint.load(tmp_path / "n.rlf")["norm"])
     assert again.count == 3 and again.mean == norm.mean and again.var == norm.var
 
 

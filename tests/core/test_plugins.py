@@ -17,7 +17,7 @@ def run_rlf(*args, site=None, env=None, check=False):
     paths = [str(TESTS)] + ([str(site)] if site else [])
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **(env or {})}
     full_env.pop("RLF_STRICT_PLUGINS", None) if "RLF_STRICT_PLUGINS" not in (env or {}) else None
-    result = subprocess.run([sys.executable, "-m", "rlf.cli", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "rlf.cli.commands", *args], capture_output=True, text=True,
                             env=full_env, timeout=300)
     if check:
         assert result.returncode == 0, result.stderr

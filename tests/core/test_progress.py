@@ -1,6 +1,6 @@
 """The progress bar: steps, and the headline metrics of the moment it last drew."""
 
-from rlf.stats import Progress
+from rlf.logging.stats import Progress
 
 
 def test_the_bar_left_on_screen_shows_the_final_metrics(capsys):

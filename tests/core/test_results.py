@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from rlf.cli import main
-from rlf.results import bootstrap_ci, compare, find_runs, format_table, group_runs, iqm
+from rlf.cli.commands import main
+from rlf.experiments.results import bootstrap_ci, compare, find_runs, format_table, group_runs, iqm
 
 
 def fake_run(path, algorithm="ppo", env="gym:CartPole-v1", seed=0, values=(), metric="return",
@@ -142,7 +142,7 @@ def test_metric_error_lists_what_the_run_logs(tmp_path, capsys):
 def test_compare_and_the_plot_hint_work_without_matplotlib(tmp_path):
     fake_run(tmp_path / "run", values=[1, 2, 3])
     code = ("import sys; sys.modules['matplotlib'] = None\n"  # import matplotlib now raises ImportError
-            "from rlf.cli import main\n"
+            "from rlf.cli.commands import main\n"
             f"assert main(['compare', {str(tmp_path)!r}]) == 0\n"
             "assert 'matplotlib' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
             f"sys.exit(main(['plot', {str(tmp_path)!r}, '-o', {str(tmp_path / 'x.png')!r}]))\n")
@@ -194,7 +194,7 @@ def test_plot_draws_a_line_and_a_band_per_group(tmp_path, capsys):
 
 
 def test_plot_runs_reports_points_and_wall_axis(tmp_path):
-    from rlf.plotting import plot_runs, smooth_series
+    from rlf.experiments.plotting import plot_runs, smooth_series
 
     assert smooth_series(np.array([0.0, 2.0, 4.0, 6.0]), 2).tolist() == [0.0, 1.0, 3.0, 5.0]
     for seed in range(2):

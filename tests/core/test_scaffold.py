@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support import child_env, pip_install
 
-from rlf import scaffold
-from rlf.cli import main
+from rlf.cli import scaffold
+from rlf.cli.commands import main
 
 
 def test_generated_plugins_install_pass_their_tests_and_train(tmp_path: Path, capsys):
@@ -31,7 +31,7 @@ def test_generated_plugins_install_pass_their_tests_and_train(tmp_path: Path, ca
     pip_install(python, algo_dir)
     pip_install(python, env_dir)
     env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}
-    listing = subprocess.run([str(python), "-m", "rlf.cli", "list"], capture_output=True, text=True, env=env,
+    listing = subprocess.run([str(python), "-m", "rlf.cli.commands", "list"], capture_output=True, text=True, env=env,
                              timeout=120)
     assert listing.returncode == 0, listing.stderr
     assert "my-algo" in listing.stdout and "my_corridor" in listing.stdout
@@ -41,7 +41,7 @@ def test_generated_plugins_install_pass_their_tests_and_train(tmp_path: Path, ca
         assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
         assert " passed" in tested.stdout and "skipped" not in tested.stdout
     # the two generated plugins work together, from the command line
-    trained = subprocess.run([str(python), "-m", "rlf.cli", "train", "my-algo", "--env", "my_corridor",
+    trained = subprocess.run([str(python), "-m", "rlf.cli.commands", "train", "my-algo", "--env", "my_corridor",
                               "--steps", "512", "--no-progress", "--run-dir", str(tmp_path / "run")],
                              capture_output=True, text=True, env=env, timeout=300)
     assert trained.returncode == 0, trained.stderr[-3000:]

@@ -127,7 +127,7 @@ def test_a_run_directory_left_by_a_failed_start_is_not_a_run(site, tmp_path):
 
 
 def test_a_run_with_data_rows_but_no_checkpoint_is_still_a_run(site, tmp_path):
-    from rlf import rundir
+    from rlf.storage import rundir
 
     run = tmp_path / "run"
     assert rlf("train", "tabular-q", "--env", "line", *TRAIN, "--run-dir", str(run), site=site).returncode == 0
@@ -143,7 +143,8 @@ def test_the_template_and_the_tutorial_refuse_with_incompatible_error(tmp_path, 
 
     from gymnasium import spaces
 
-    from rlf import BuildContext, EnvSpec, IncompatibleError, scaffold
+    from rlf import BuildContext, EnvSpec, IncompatibleError
+    from rlf.cli import scaffold
     from rlf.config import RunConfig
 
     directory, _ = scaffold.new_plugin("algorithm", "spaces-demo", tmp_path)

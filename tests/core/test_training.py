@@ -78,7 +78,7 @@ def test_run_directory_resume_and_tensorboard(registry, tmp_path):
         p.name for p in tmp_path.iterdir()}
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["config"]["run"]["steps"] == 3000 and run["plugins"]["algorithm"] == "test-plugin"
-    state = rlf.checkpoint.load(tmp_path / "checkpoint.rlf")
+    state = rlf.storage.checkpoint.load(tmp_path / "checkpoint.rlf")
     assert state["counters"]["env_steps"] == 3000 and state["plugins"]["algorithm"][0] == "test-plugin"
     table_before = algo.strategy.agent.tables
     eps_before = algo.strategy.agent.epsilon.value

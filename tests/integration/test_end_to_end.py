@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 import rlf
-from rlf import checkpoint
 from rlf.api import CHECKPOINT_FILE, RUN_FILE
 from rlf.envs import EnvFactory, action_kinds, describe_env
+from rlf.storage import checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = rlf.registry()

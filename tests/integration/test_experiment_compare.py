@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from rlf.cli import main
+from rlf.cli.commands import main
 
 EXPERIMENT = """
 [experiment]

@@ -7,7 +7,7 @@ import sys
 
 SCRIPT = """
 import sys
-from rlf.loggers import _tensorboardx
+from rlf.logging.loggers import _tensorboardx
 writer = _tensorboardx().SummaryWriter
 assert "torch" not in sys.modules, "tensorboardX pulled in torch"
 import torch  # what a neural plugin does later in the same process

@@ -16,7 +16,7 @@ def test_tutorial_plugin_installs_learns_and_resumes(tmp_path: Path):
     python = child_env(tmp_path / "venv")
     pip_install(python, TUTORIAL)
     env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}
-    listing = subprocess.run([str(python), "-m", "rlf.cli", "list"], capture_output=True, text=True, env=env,
+    listing = subprocess.run([str(python), "-m", "rlf.cli.commands", "list"], capture_output=True, text=True, env=env,
                              timeout=120)
     assert listing.returncode == 0 and "reinforce" in listing.stdout, listing.stdout + listing.stderr
     tested = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TUTORIAL / "tests")],

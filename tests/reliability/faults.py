@@ -12,7 +12,7 @@ from pathlib import Path
 def start_rlf(*args: str, cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("RLF_STRICT_PLUGINS", None)
-    return subprocess.Popen([sys.executable, "-m", "rlf.cli", *args], cwd=cwd, env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "rlf.cli.commands", *args], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -33,7 +33,7 @@ def children(pid: int) -> list[int]:
 
 def env_workers(pid: int) -> list[int]:
     """The env worker processes of ``pid``: its multiprocessing-spawned children, or the children of
-    its fork server (rlf.envs.worker_context), not its resource tracker."""
+    its fork server (rlf.envs.workers.worker_context), not its resource tracker."""
     workers = []
     for child in children(pid):
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from faults import children, error_lines, start_rlf, wait_for
 
-from rlf import checkpoint
+from rlf.storage import checkpoint
 
 DQN = ("train", "dqn", "--env", "gym:CartPole-v1", "--set", "algo.actors=2", "--set", "algo.min_replay_size=64",
        "--set", "checkpoint_interval=512", "--set", "log_interval=512", "--no-progress", "--steps", "10000000")

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 import rlf
-from rlf import checkpoint as ckpt
-from rlf.cli import main
+from rlf.cli.commands import main
+from rlf.storage import checkpoint as ckpt
 
 HEADER = {"format": "rlf-checkpoint", "format_version": 1}
 
@@ -210,16 +210,16 @@ def _reshape_weights(state) -> None:
 def trained(tmp_path_factory, registry):
     """A real checkpoint (linear policy on CartPole) for the cases that edit one; the test registry as
     the CLI's, so `rlf eval` resolves the test plugins in this process."""
-    import rlf.plugins
+    import rlf.plugins.loading
 
     path = tmp_path_factory.mktemp("trained") / "pg.rlf"
     algo = rlf.make("linear-pg", "gym:CartPole-v1", overrides=["steps=64", "progress=false",
                                                                f"run_dir='{path.parent / 'run'}'"], registry=registry)
     algo.train()
     _TRAINED["linear-pg"] = algo.save(path)
-    saved, rlf.plugins._cached = rlf.plugins._cached, registry
+    saved, rlf.plugins.loading._cached = rlf.plugins.loading._cached, registry
     yield
-    rlf.plugins._cached = saved
+    rlf.plugins.loading._cached = saved
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -247,7 +247,7 @@ def test_a_1_gib_zip_bomb_is_refused_without_reading_it(tmp_path):
     path = _bomb(tmp_path / "bomb.rlf", 1 << 30)
     assert path.stat().st_size < 2 << 20
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
-            "from rlf.cli import main; sys.exit(main(['eval', sys.argv[1]]))")
+            "from rlf.cli.commands import main; sys.exit(main(['eval', sys.argv[1]]))")
     result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "compression ratio" in result.stderr and "zip bomb" in result.stderr

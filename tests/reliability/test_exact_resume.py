@@ -1,6 +1,6 @@
 """Exact resume: a run killed with kill -9 and resumed ends bit-identical to one never interrupted.
 
-Where every env of an in-process collector says its state (``rlf.env_state``: Gymnasium's classic
+Where every env of an in-process collector says its state (``rlf.envs.state``: Gymnasium's classic
 control through the core's adapters, predator-prey through its own get_state/set_state), a
 checkpoint carries the episodes under way and the trainer's position between metric rows. Each case
 trains once without interruption, once killed (SIGKILL, sent by the run to itself at a chosen point,
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 
 TIME_COLUMNS = {"steps_per_second"}
 
@@ -50,7 +50,7 @@ if die:
         if kind == "step" and event == "on_step" and self.counters["env_steps"] >= value:
             os.kill(os.getpid(), signal.SIGKILL)
     Trainer.checkpoint, Trainer.emit = checkpoint, emit
-from rlf.cli import main
+from rlf.cli.commands import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -202,7 +202,7 @@ CLASSIC_CONTROL = ["CartPole-v1", "MountainCar-v0", "MountainCarContinuous-v0", 
 def test_classic_control_state_survives_a_checkpoint_file(env_id, tmp_path):
     import gymnasium
 
-    from rlf.env_state import get_env_state, set_env_state
+    from rlf.envs.state import get_env_state, set_env_state
 
     original = gymnasium.make(env_id, max_episode_steps=60)  # short: episode ends and resets are crossed too
     original.reset(seed=11)
@@ -226,7 +226,7 @@ def test_classic_control_state_survives_a_checkpoint_file(env_id, tmp_path):
 def test_a_wrapper_without_an_adapter_is_named():
     import gymnasium
 
-    from rlf.env_state import StateUnavailable, get_env_state
+    from rlf.envs.state import StateUnavailable, get_env_state
 
     env = gymnasium.wrappers.ClipReward(gymnasium.make("CartPole-v1"), -1, 1)
     with pytest.raises(StateUnavailable, match="ClipReward has no get_state/set_state"):
@@ -236,7 +236,7 @@ def test_a_wrapper_without_an_adapter_is_named():
 def test_a_state_for_another_env_is_refused_before_anything_changes():
     import gymnasium
 
-    from rlf.env_state import StateUnavailable, get_env_state, set_env_states
+    from rlf.envs.state import StateUnavailable, get_env_state, set_env_states
 
     cartpole, pendulum = gymnasium.make("CartPole-v1"), gymnasium.make("Pendulum-v1")
     cartpole.reset(seed=1)

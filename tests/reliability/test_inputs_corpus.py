@@ -1,7 +1,7 @@
 """A generated corpus of bad command lines and config files (issue 12): each must end in exactly one
 `rlf: error:` line, exit code 2, no traceback, no run directory half-made and no file touched.
 
-The cases run in-process (``rlf.cli.main``) so hundreds take seconds; test_inputs_subprocess.py runs a
+The cases run in-process (``rlf.cli.commands.main``) so hundreds take seconds; test_inputs_subprocess.py runs a
 sample as real processes to check what the shell sees.
 """
 
@@ -14,7 +14,7 @@ import gymnasium
 import pytest
 from faults import snapshot
 
-from rlf import cli
+from rlf.cli import commands as cli
 from rlf.plugins import registry
 
 gymnasium.register("RlfTestNeedsExtra-v0", entry_point="faults:needs_extra")

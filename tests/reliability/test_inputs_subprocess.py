@@ -27,7 +27,7 @@ CASES = {
 def test_real_process_exit_code_and_one_line(argv, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("RLF_STRICT_PLUGINS", None)
-    result = subprocess.run([sys.executable, "-m", "rlf.cli", *argv], cwd=tmp_path, env=env, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "rlf.cli.commands", *argv], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
@@ -39,7 +39,8 @@ def test_real_process_exit_code_and_one_line(argv, tmp_path):
 def test_a_full_disk_or_unwritable_run_is_one_line(code, tmp_path, monkeypatch, capsys):
     """The filesystem refusing a checkpoint write (a real full disk is rel-a's tmpfs test) ends in one
     line naming the file and the fix, exit 2; the error reaches the CLI as the OSError the OS gives."""
-    from rlf import checkpoint, cli
+    from rlf.cli import commands as cli
+    from rlf.storage import checkpoint
 
     def refuse(path, *args, **kwargs):
         raise OSError(code, os.strerror(code), str(path))
@@ -56,7 +57,7 @@ def test_a_full_disk_or_unwritable_run_is_one_line(code, tmp_path, monkeypatch, 
 
 def test_a_broken_pipe_that_is_not_stdout_is_not_a_clean_exit(monkeypatch):
     """Main turned every BrokenPipeError into exit 0, so a lost env worker looked like success."""
-    from rlf import cli
+    from rlf.cli import commands as cli
 
     def lost_worker(args):
         raise BrokenPipeError(32, "Broken pipe")

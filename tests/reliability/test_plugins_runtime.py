@@ -10,7 +10,7 @@ import pytest
 from fault_support import assert_one_line_error, make_site, rlf
 from support import install_fake_plugin
 
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 
 HOSTILE = '''
 import os, sys

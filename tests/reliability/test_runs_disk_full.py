@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from fault_support import assert_history_consistent, assert_one_line_error, make_site, rlf
 
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from fault_support import assert_history_consistent, child_env, make_site, read_csv, tree
 
-from rlf import checkpoint as ckpt
 from rlf.finite import first_non_finite
+from rlf.storage import checkpoint as ckpt
 
 KILLS_PER_TEST = 11   # two tests: 22 kills per run of the suite
 
@@ -32,7 +32,7 @@ import os, sys, time
 marker = os.environ.get("RLF_TEST_WRITE_MARKER")
 if marker:
     import numpy as np
-    import rlf.checkpoint as c
+    import rlf.storage.checkpoint as c
     real_write_array, real_rotate = np.lib.format.write_array, c._rotate
     def write_array(*args, **kwargs):
         open(marker, "w").close()
@@ -42,7 +42,7 @@ if marker:
         real_rotate(*args, **kwargs)
         time.sleep(0.02)
     np.lib.format.write_array, c._rotate = write_array, rotate
-from rlf.cli import main
+from rlf.cli.commands import main
 sys.exit(main(sys.argv[1:]))
 """
 # CSV only: what is checked here, and TensorBoard's import would double each start on a loaded machine
@@ -137,7 +137,7 @@ def _kill_loop(tmp_path: Path, site: Path, in_writes: bool, seed: int) -> None:
     if in_writes:  # the kills did land inside writes: half-written temporary files were left behind
         assert torn_writes >= KILLS_PER_TEST // 3, torn_writes
     target = last_step + 300
-    final = subprocess.run([sys.executable, "-m", "rlf.cli", "train", "--resume", str(run), "--steps", str(target),
+    final = subprocess.run([sys.executable, "-m", "rlf.cli.commands", "train", "--resume", str(run), "--steps", str(target),
                             "--no-progress"], cwd=cwd, env=child_env(site), capture_output=True, text=True,
                            timeout=120)
     assert final.returncode == 0, final.stderr

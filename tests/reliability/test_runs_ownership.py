@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from fault_support import assert_history_consistent, assert_one_line_error, child_env, make_site, rlf, tree
 
-from rlf import checkpoint as ckpt
 from rlf.errors import RunDirError
+from rlf.storage import checkpoint as ckpt
 
 TRAIN = ("train", "tabular-q", "--env", "line", "--no-progress", "--set", "log_interval=20")
 
@@ -44,7 +44,7 @@ def test_a_run_directory_holding_a_run_is_refused_unless_resume_or_overwrite(sit
 
 def test_a_second_writer_is_refused_with_the_holder_named(site, tmp_path):
     run = tmp_path / "run"
-    first = subprocess.Popen([sys.executable, "-m", "rlf.cli", *TRAIN, "--steps", "100000000",
+    first = subprocess.Popen([sys.executable, "-m", "rlf.cli.commands", *TRAIN, "--steps", "100000000",
                               "--set", "checkpoint_interval=2000", "--run-dir", str(run)],
                              env=child_env(site), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -143,7 +143,7 @@ def test_keep_checkpoints_keeps_the_previous_ones_loadable(site, tmp_path):
 
 FORKING_HOLDER = r"""
 import os, sys, time
-from rlf.rundir import RunDirLock
+from rlf.storage.lock import RunDirLock
 held = RunDirLock(sys.argv[1]).acquire()
 if os.fork() == 0:          # an actor-like child that outlives its parent
     time.sleep(30)
@@ -156,7 +156,7 @@ time.sleep(30)
 def test_a_forked_child_never_keeps_the_lock_of_a_parent_killed_with_9(tmp_path):
     """Actor processes are forked; were the lock's descriptor inherited, an actor outliving a parent
     killed with -9 would keep the run directory locked."""
-    from rlf.rundir import RunDirLock
+    from rlf.storage.lock import RunDirLock
 
     holder = subprocess.Popen([sys.executable, "-c", FORKING_HOLDER, str(tmp_path)], stdout=subprocess.PIPE,
                               text=True, start_new_session=True)

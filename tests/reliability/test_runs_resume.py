@@ -7,7 +7,7 @@ import shutil
 import pytest
 from fault_support import assert_history_consistent, assert_one_line_error, make_site, read_csv, rlf
 
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 
 TRAIN = ("train", "tabular-q", "--env", "line", "--no-progress", "--set", "log_interval=20",
          "--set", "checkpoint_interval=100")

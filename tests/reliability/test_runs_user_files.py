@@ -8,9 +8,9 @@ import os
 import pytest
 from fault_support import assert_history_consistent, assert_one_line_error, make_site, rlf, tree
 
-from rlf import checkpoint as ckpt
-from rlf import rundir
 from rlf.errors import RunDirError
+from rlf.storage import checkpoint as ckpt
+from rlf.storage import files, lock
 
 TRAIN = ("train", "tabular-q", "--env", "line", "--no-progress", "--set", "log_interval=20")
 KEEP3 = ("--set", "checkpoint_interval=100", "--set", "keep_checkpoints=3")
@@ -85,7 +85,7 @@ def test_a_user_file_with_a_name_rlf_writes_is_never_replaced(site, tmp_path, na
 def test_a_run_from_before_the_manifest_resumes_and_overwrite_keeps_user_files(site, tmp_path):
     run = tmp_path / "run"
     assert rlf(*TRAIN, *KEEP3, "--steps", "300", "--run-dir", str(run), site=site).returncode == 0
-    (run / rundir.MANIFEST_FILE).unlink()        # as an older rlf left it
+    (run / files.MANIFEST_FILE).unlink()        # as an older rlf left it
     (run / ".checkpoint.rlf.k1ll3d.tmp").write_bytes(b"partial")
     mine = _user_files(run)
     resumed = rlf("train", "--resume", str(run), "--steps", "400", site=site)
@@ -93,7 +93,7 @@ def test_a_run_from_before_the_manifest_resumes_and_overwrite_keeps_user_files(s
     assert _steps(run / "checkpoint.rlf") == 400 and 300 <= _steps(run / "checkpoint-1.rlf") < 400
     assert not (run / ".checkpoint.rlf.k1ll3d.tmp").exists()      # rlf's, by its name
     assert {name: (run / name).read_bytes() for name in mine} == mine
-    (run / rundir.MANIFEST_FILE).unlink()
+    (run / files.MANIFEST_FILE).unlink()
     assert rlf(*TRAIN, "--steps", "64", "--run-dir", str(run), "--overwrite", site=site).returncode == 0
     assert not (run / "checkpoint-2.rlf").exists()
     assert {name: (run / name).read_bytes() for name in mine} == mine
@@ -145,15 +145,15 @@ def test_a_link_out_of_the_run_directory_is_refused_and_nothing_outside_is_writt
 def test_a_link_planted_after_the_start_is_not_written_through(tmp_path):
     run, outside = tmp_path / "run", tmp_path / "outside.csv"
     outside.write_text("theirs\n")
-    with rundir.RunDirLock(run):
-        rundir.open_for_write(run, "metrics.csv").close()  # rlf's own file, then replaced by a link
+    with lock.RunDirLock(run):
+        files.open_for_write(run, "metrics.csv").close()  # rlf's own file, then replaced by a link
         (run / "metrics.csv").unlink()
         (run / "metrics.csv").symlink_to(outside)
         with pytest.raises(RunDirError, match="symbolic link"):
-            rundir.open_for_write(run, "metrics.csv")
+            files.open_for_write(run, "metrics.csv")
         (run / "tensorboard").symlink_to(tmp_path, target_is_directory=True)
         with pytest.raises(RunDirError, match="symbolic link"):
-            rundir.TensorBoardFiles(run)
+            files.TensorBoardFiles(run)
     assert outside.read_text() == "theirs\n"
 
 

@@ -14,7 +14,7 @@ import time
 
 from faults import env_workers, error_lines, start_rlf, wait_for
 
-from rlf import checkpoint
+from rlf.storage import checkpoint
 
 TRAIN = ("train", "ppo", "--env", "gym:CartPole-v1", "--set", "vector=async", "--set", "num_envs=4",
          "--set", "algo.rollout_steps=32", "--set", "checkpoint_interval=256", "--set", "log_interval=256",

@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.envs import EnvFactory, GymVector, Supervision
+from rlf.envs.gym import GymEnvConfig, make_gym_env
 from rlf.errors import EnvWorkerError
 from rlf.interfaces import SINGLE_AGENT
 from rlf.plugins import LazyCallable
 from rlf.training.strategy import EpisodeTracker, supervise
 from rlf.training.trainer import _resume_supervision, _supervision_counters
 
-FACTORY = EnvFactory(LazyCallable("rlf.builtin_envs:make_gym_env"), GymEnvConfig(id="CartPole-v1"))
+FACTORY = EnvFactory(LazyCallable("rlf.envs.gym:make_gym_env"), GymEnvConfig(id="CartPole-v1"))
 
 
 @pytest.fixture

@@ -37,11 +37,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..envs import describe_env, exit_description, make_vector_env
-from ..errors import EnvWorkerError
-from ..interfaces import BuildContext, StateTree, Transitions
-from ..plugins import StrategyFamily
-from .strategy import (
+from rlf.envs.base import describe_env
+from rlf.envs.collectors import make_vector_env
+from rlf.envs.workers import exit_description
+from rlf.errors import EnvWorkerError
+from rlf.interfaces import BuildContext, StateTree, Transitions
+from rlf.plugins.specs import StrategyFamily
+from rlf.training.strategy import (
     BaseStrategy,
     EpisodeTracker,
     StepResult,
@@ -309,8 +311,22 @@ class OffPolicyStrategy(BaseStrategy):
                 problem = f"made no progress for {timeout:g} s (run.env_timeout)"
             else:
                 continue
+            self._raise_reported_error()
             raise EnvWorkerError(f"off-policy actor {index} of {self.context.run.algorithm} on {self.env_name} "
                                  f"(pid {process.pid}) {problem}; lost actors are not replaced")
+
+    def _raise_reported_error(self) -> None:
+        """An actor that fails reports why and then exits: its report may still be in the queue when
+        the health check sees the exit, and the report is the better line. The run stops either way,
+        so chunks read past here are dropped."""
+        deadline = time.monotonic() + QUEUE_POLL_S
+        while time.monotonic() < deadline:
+            try:
+                kind, payload = self._reports.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                return
+            if kind == "error":
+                raise RuntimeError(f"off-policy actor failed: {payload}")
 
     def _step_actors(self, limit: int) -> StepResult:
         index, chunk = self.pool.collect() if self.pool is not None else self._next_chunk()

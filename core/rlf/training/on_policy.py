@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..envs import StepBatch, VectorEnv
-from ..interfaces import Acting, Agent, AgentArrays, Rollout
-from ..plugins import StrategyFamily
-from .strategy import BaseStrategy, EpisodeTracker, StepResult, plugin_call
+from rlf.envs.base import StepBatch, VectorEnv
+from rlf.interfaces import Acting, Agent, AgentArrays, Rollout
+from rlf.plugins.specs import StrategyFamily
+from rlf.training.strategy import BaseStrategy, EpisodeTracker, StepResult, plugin_call
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, terminated: np.ndarray,

@@ -14,18 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from ..env_state import StateUnavailable, restore_vector, vector_state
-from ..envs import (
-    SYNC,
-    Collector,
-    StepBatch,
-    Supervision,
-    VectorEnv,
-    build_async_collector,
-    build_sync_collector,
-)
-from ..errors import RlfError, guarded, plugin_failure
-from ..interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
+from rlf.envs.base import StepBatch, VectorEnv
+from rlf.envs.collectors import SYNC, Collector, build_async_collector, build_sync_collector
+from rlf.envs.state import StateUnavailable, restore_vector, vector_state
+from rlf.envs.workers import Supervision
+from rlf.errors import RlfError, guarded, plugin_failure
+from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
 
 
 @dataclass
@@ -257,7 +251,7 @@ class BaseStrategy(TrainStrategy):
                 "resets": self._reset_count + 1,
                 "inflight": self._inflight_state()}
 
-    # -- exact resume: the episodes under way (rlf.env_state) ----------------------------------------
+    # -- exact resume: the episodes under way (rlf.envs.state) ----------------------------------------
     def _inflight_state(self) -> StateTree:
         """Env states, the observations to act on and the episode accumulators, or why they cannot be saved.
 
@@ -299,7 +293,9 @@ class BaseStrategy(TrainStrategy):
             self._restore(state)
 
     def _restore(self, state: StateTree) -> None:
-        from ..checkpoint import load_into  # a checkpoint that does not fit is one line naming each tensor
+        from rlf.storage.run_state import (
+            load_into,  # a checkpoint that does not fit is one line naming each tensor
+        )
 
         load_into(self.agent, state["agent"], "agent", check_shapes=True)
         load_into(self.learner, state["learner"], "learner")
@@ -449,7 +445,7 @@ def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: Bui
                    collector: Collector | bool, strategy: Any = None) -> TrainStrategy:
     """The strategy ``algorithm.family`` names, from ``strategy`` (a ``StrategySpec``) or the registry."""
     if strategy is None:
-        from ..plugins import registry
+        from rlf.plugins.loading import registry
 
         strategy = registry().strategy(algorithm.family, algorithm)
     return strategy.strategy(algorithm, env_name, env_factory, context, collector)

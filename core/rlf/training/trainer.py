@@ -1,6 +1,6 @@
 """The Trainer: THE training loop, for every algorithm. It owns the env-step budget, checkpoints and
 the metric rows; the strategy owns how experience is collected and learned from, and callbacks
-(loggers among them: ``rlf.callbacks``) own where metrics go and may ask it to stop."""
+(loggers among them: ``rlf.logging.callbacks``) own where metrics go and may ask it to stop."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..callbacks import Callback
-from ..config import RunConfig
-from ..errors import PluginRunError, guarded
-from ..finite import check_step, check_weights
-from .strategy import TrainStrategy, average_metrics
+from rlf.config import RunConfig
+from rlf.errors import PluginRunError, guarded
+from rlf.finite import check_step, check_weights
+from rlf.logging.callbacks import Callback
+from rlf.training.strategy import TrainStrategy, average_metrics
 
 
 class Interrupted(Exception):
@@ -82,7 +82,7 @@ class Trainer:
                 "pending": [dict(row) for row in self._pending], "recent": [dict(row) for row in self.recent]}
 
     def _load_loop(self, loop: dict[str, Any]) -> None:
-        from ..errors import CheckpointError
+        from rlf.errors import CheckpointError
 
         try:
             state = _LoopState.model_validate(loop)

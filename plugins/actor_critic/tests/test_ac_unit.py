@@ -202,7 +202,7 @@ def test_continuous_actions_are_refused_with_a_hint(tmp_path):
 
 
 def test_registration_is_light_and_complete():
-    code = ("import sys; from rlf.plugins import load_registry; spec = load_registry(strict=True).algorithm("
+    code = ("import sys; from rlf.plugins.loading import load_registry; spec = load_registry(strict=True).algorithm("
             "'actor-critic'); assert 'torch' not in sys.modules, 'torch imported at discovery'; "
             "print(spec.family, spec.action_spaces, spec.multi_agent, spec.config.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

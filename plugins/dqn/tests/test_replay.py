@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from rlf_plugin_dqn.replay import FrameReplay
 
-from rlf import checkpoint
+from rlf.storage import checkpoint
 
 STACK, SIDE = 4, 6
 

@@ -9,7 +9,8 @@ from icm_support import corridor_rollout, make_context, make_rollout, whole_batc
 from rlf_plugin_icm.config import ICMConfig
 from rlf_plugin_icm.learner import ICMExtension
 
-from rlf import SINGLE_AGENT, checkpoint
+from rlf import SINGLE_AGENT
+from rlf.storage import checkpoint
 
 LENGTH = 40
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from rlf_plugin_iql import QTable, StateKeys, greedy
 
-from rlf import ConfigError, checkpoint
+from rlf import ConfigError
+from rlf.storage import checkpoint
 
 
 def test_rows_start_at_zero_and_survive_growth():

@@ -10,7 +10,8 @@ from rlf_plugin_knn.config import KNNConfig
 from rlf_plugin_knn.learner import KNNExtension
 from rlf_plugin_knn.model import EpisodicMemory
 
-from rlf import SINGLE_AGENT, checkpoint
+from rlf import SINGLE_AGENT
+from rlf.storage import checkpoint
 
 LENGTH = 40
 EYE = np.eye(LENGTH, dtype=np.float32)

@@ -12,7 +12,7 @@ from rlf_plugin_ppo.model import CNNActorCritic
 
 import rlf
 from rlf import SINGLE_AGENT, IncompatibleError, StrategyFamily
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 from rlf.testing import restore_only
 
 SHORT = ["num_envs=4", "algo.rollout_steps=32", "algo.epochs=2", "algo.minibatches=2", "progress=false"]
@@ -28,7 +28,7 @@ def test_registered_as_an_on_policy_algorithm_without_importing_torch(ppo_regist
     assert spec.family == StrategyFamily.ON_POLICY and spec.default_env == "gym:CartPole-v1"
     assert spec.action_spaces == ("discrete",) and spec.run_defaults == {"num_envs": 8}
     assert spec.config is PPOConfig
-    code = ("import sys; from rlf.plugins import load_registry; r = load_registry(strict=True); "
+    code = ("import sys; from rlf.plugins.loading import load_registry; r = load_registry(strict=True); "
             "assert 'ppo' in r.algorithms; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "RLF_LOAD_PLUGINS": "ppo"})

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rlf import StatefulEnv
-from rlf import checkpoint as ckpt
+from rlf.storage import checkpoint as ckpt
 
 
 def trace(env, rng, steps):

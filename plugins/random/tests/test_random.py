@@ -47,14 +47,14 @@ def test_runs_on_continuous_actions(tmp_path):
 
 def test_cli_leaves_a_complete_run_directory(tmp_path):
     run = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "rlf.cli", "train", "random", "--env", "gym:CartPole-v1",
+    result = subprocess.run([sys.executable, "-m", "rlf.cli.commands", "train", "random", "--env", "gym:CartPole-v1",
                              "--steps", "5000", "--run-dir", str(run), "--no-progress"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     names = {p.name for p in run.iterdir()}
     assert {"run.json", "metrics.csv", "episodes.csv", "checkpoint.rlf", "tensorboard"} <= names
     assert any((run / "tensorboard").iterdir())
-    evaluated = subprocess.run([sys.executable, "-m", "rlf.cli", "eval", str(run), "--episodes", "3", "--json"],
+    evaluated = subprocess.run([sys.executable, "-m", "rlf.cli.commands", "eval", str(run), "--episodes", "3", "--json"],
                                capture_output=True, text=True, timeout=300)
     assert evaluated.returncode == 0, evaluated.stderr
     assert '"episodes": 3.0' in evaluated.stdout

@@ -11,7 +11,7 @@ import pytest
 from rlf_plugin_ray import RayCollectorConfig, RayVector
 
 import rlf
-from rlf.builtin_envs import GymEnvConfig, make_gym_env
+from rlf.envs.gym import GymEnvConfig, make_gym_env
 from rlf.testing import read_csv
 
 CARTPOLE = rlf.EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))

@@ -13,8 +13,8 @@ from rlf_plugin_ray.collector import RESTART_SEED_STRIDE
 
 import rlf
 from rlf import SINGLE_AGENT
-from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.envs import GymVector
+from rlf.envs.gym import GymEnvConfig, make_gym_env
 from rlf.errors import EnvWorkerError
 from rlf.testing import read_csv
 

@@ -10,8 +10,8 @@ from rlf_plugin_ray import RayCollectorConfig, RayVector
 
 import rlf
 from rlf import StepBatch
-from rlf.builtin_envs import GymEnvConfig, make_gym_env
 from rlf.envs import GymVector, ParallelVector
+from rlf.envs.gym import GymEnvConfig, make_gym_env
 from rlf.testing import assert_trees_equal, read_csv
 
 CARTPOLE = rlf.EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))

@@ -9,7 +9,8 @@ from rlf_plugin_rnd.config import RNDConfig
 from rlf_plugin_rnd.learner import RNDExtension
 from rnd_support import corridor_rollout, make_context, make_rollout, whole_batch
 
-from rlf import SINGLE_AGENT, checkpoint, compute_gae
+from rlf import SINGLE_AGENT, compute_gae
+from rlf.storage import checkpoint
 
 LENGTH = 40
 

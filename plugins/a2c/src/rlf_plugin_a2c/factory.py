@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlf import BuildContext
 from rlf.nn import set_threads
-from rlf.torch_utils import resolve_device
+from rlf.nn.torch_utils import resolve_device
 
 from .learner import A2CLearner
 from .model import A2CAgent

@@ -6,7 +6,7 @@ import torch
 
 from rlf import BuildContext, ConfigError
 from rlf.nn import set_threads
-from rlf.torch_utils import resolve_device
+from rlf.nn.torch_utils import resolve_device
 
 from .learner import A3CLearner
 from .model import A3CAgent

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from rlf import Learner, Rollout, StateTree
-from rlf.torch_utils import load_optimizer_state, optimizer_state
+from rlf.nn.torch_utils import load_optimizer_state, optimizer_state
 
 from .config import ActorCriticConfig
 from .model import RETURN_CLIP, ActorCriticAgent

@@ -20,7 +20,7 @@ from rlf import (
     StateTree,
 )
 from rlf.nn import ObservationEncoder, mlp
-from rlf.torch_utils import to_numpy_tree, to_torch_tree
+from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import ActorCriticConfig
 

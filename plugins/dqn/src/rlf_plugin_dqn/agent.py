@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, EpsilonSchedule, StateTree
 from rlf.nn import NumpyMLP, TorchThreads
-from rlf.torch_utils import to_numpy_tree, to_torch_tree
+from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import DQNConfig
 from .model import ObservationLayout, QNetwork, build_q_network, observation_layout

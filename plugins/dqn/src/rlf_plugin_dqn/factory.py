@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlf import BuildContext
-from rlf.torch_utils import resolve_device
+from rlf.nn.torch_utils import resolve_device
 
 from .agent import DQNAgent, encoder_state_dim
 from .learner import DQNLearner

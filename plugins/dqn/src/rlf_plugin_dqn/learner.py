@@ -16,7 +16,7 @@ from torch.nn import functional
 
 from rlf import Learner, ReplayBuffer, StateTree, Transitions
 from rlf.nn import set_threads
-from rlf.torch_utils import (
+from rlf.nn.torch_utils import (
     load_optimizer_state,
     optimizer_state,
     set_torch_rng_state,

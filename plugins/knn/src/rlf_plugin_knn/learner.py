@@ -18,7 +18,7 @@ from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
 from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout
-from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
+from rlf.nn.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
 
 from .config import KNNConfig
 from .model import Embedding, EpisodicMemory

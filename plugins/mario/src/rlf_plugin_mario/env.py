@@ -280,7 +280,7 @@ def make_mario(config: MarioConfig | Mapping[str, Any] | None = None, render_mod
     return env
 
 
-# Subprocess workers start from a copy of one Mario env their fork server builds (rlf._fork_template):
+# Subprocess workers start from a copy of one Mario env their fork server builds (rlf.envs.fork_template):
 # building one plays the emulator through the title screen (~220 frames, a quarter of a CPU second
 # per worker), and a forked nes-py emulator is a working one (plain memory, no threads or OS handles).
 make_mario.fork_template = True  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from rlf import BuildContext, Learner, Rollout, StateTree, compute_gae
-from rlf.torch_utils import (
+from rlf.nn.torch_utils import (
     load_optimizer_state,
     set_torch_rng_state,
     torch_rng_state,

@@ -9,9 +9,10 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, StateTree, checkpoint
+from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, StateTree
 from rlf.nn import NumpyMLP, ObservationEncoder, TorchThreads, init_orthogonal, mlp, nature_cnn
-from rlf.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
+from rlf.nn.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
+from rlf.storage import checkpoint
 
 from .config import PPOConfig
 

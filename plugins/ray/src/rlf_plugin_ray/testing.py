@@ -4,7 +4,7 @@
 out-of-memory killer would), hold a step until the test says go, or burn a set CPU time per step
 (an emulator's cost without the emulator). Its builder lives here, in an
 installed module, because Ray's workers import it by name. Register it in a test with
-``rlf.plugins.load_registry(extra_plugins=[("flaky", FlakyEnvPlugin())])``.
+``rlf.plugins.loading.load_registry(extra_plugins=[("flaky", FlakyEnvPlugin())])``.
 """
 
 from __future__ import annotations

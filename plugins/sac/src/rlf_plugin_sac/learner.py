@@ -11,7 +11,7 @@ from torch import nn
 
 from rlf import Learner, ReplayBuffer, StateTree, Transitions
 from rlf.nn import set_threads
-from rlf.torch_utils import (
+from rlf.nn.torch_utils import (
     load_optimizer_state,
     optimizer_state,
     set_torch_rng_state,

@@ -12,7 +12,7 @@ from torch import nn
 
 from rlf import Acting, Agent, AgentArrays, CheckpointError, EnvSpec, IncompatibleError, StateTree
 from rlf.nn import ObservationEncoder, TorchThreads, mlp
-from rlf.torch_utils import to_numpy_tree, to_torch_tree
+from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import SACConfig
 

@@ -8,7 +8,7 @@ from gymnasium import spaces
 from torch import nn
 
 from rlf import Acting, Agent, AgentArrays, BuildContext, IncompatibleError, Learner, Rollout, StateTree
-from rlf.torch_utils import (
+from rlf.nn.torch_utils import (
     load_optimizer_state,
     optimizer_state,
     resolve_device,

@@ -1,0 +1,93 @@
+"""The ``compare``, ``plot`` and ``experiment`` subcommands. Parsers only at import time (the CLI
+starts fast); numpy, matplotlib and the training stack load when a command runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _metrics(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one metric, e.g. return or x_pos_max,flag")
+    return names
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds are integers separated by commas, e.g. 0,1; got {text!r}") from None
+
+
+SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic", "final-fixed-start")  # results.SOURCES, without importing numpy
+
+
+def add_commands(sub) -> None:
+    compare = sub.add_parser("compare", help="final performance of runs, grouped by algorithm and settings")
+    compare.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB",
+                         help="run directories, globs, or directories holding runs")
+    compare.add_argument("--metric", type=_metrics, default=["return"],
+                         help="metric(s), comma-separated: return, x_pos_max, flag, capture, ... (default return)")
+    compare.add_argument("--source", choices=SOURCE_CHOICES, default="train",
+                         help="train: episodes.csv; eval: eval.csv (periodic evaluation); final / "
+                              "final-stochastic: greedy / stochastic episodes after training (rlf experiment)")
+    compare.add_argument("--last", type=int, default=100, help="the last N episodes (rows) of each run (default 100)")
+    compare.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
+    compare.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default 2000)")
+
+    plot = sub.add_parser("plot", help="learning curves of runs (needs rlf[plot])")
+    plot.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB")
+    plot.add_argument("-o", "--output", type=Path, default=Path("curves.png"), help="image file (.png, .svg, .pdf)")
+    plot.add_argument("--metric", default="return", help="metric to plot (default return)")
+    plot.add_argument("--x", choices=("steps", "wall"), default="steps", help="x axis: env steps or wall time")
+    plot.add_argument("--smooth", type=int, default=10, help="moving-average window in episodes (1 = none)")
+    plot.add_argument("--source", choices=SOURCE_CHOICES, default="train")
+    plot.add_argument("--title")
+
+    experiment = sub.add_parser("experiment", help="train an experiment file's runs (resumably), then report")
+    experiment.add_argument("file", type=Path, help="experiment TOML, e.g. experiments/mario-1-1.toml")
+    experiment.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                            help="only runs whose name matches (e.g. 'game/ppo-*'); repeatable")
+    experiment.add_argument("--steps", type=int, help="override the budget of every run")
+    experiment.add_argument("--seeds", type=_seeds, help="override every algorithm's seeds, e.g. 0,1")
+    experiment.add_argument("--eval-episodes", type=int, help="override the evaluation episodes per run and mode")
+    experiment.add_argument("--runs-dir", help="where the runs go (default: the file's runs_dir)")
+    experiment.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                            help="override a setting of every run, e.g. --set num_envs=4")
+    experiment.add_argument("--dry-run", action="store_true", help="list the runs and their state; train nothing")
+    experiment.add_argument("--report-only", action="store_true",
+                            help="write the table and plot from the runs so far; train nothing")
+
+
+def _compare(args) -> int:
+    import sys
+
+    from rlf.experiments.results import compare, find_runs, format_table
+
+    rows = compare(find_runs(args.runs), args.metric, args.source, args.last, reps=args.reps,
+                   note=lambda text: print(f"rlf: {text}", file=sys.stderr))
+    print(format_table(rows, args.metric, args.format), end="")
+    return 0
+
+
+def _plot(args) -> int:
+    import sys
+
+    from rlf.experiments.plotting import plot_runs
+    from rlf.experiments.results import find_runs
+
+    drawn = plot_runs(find_runs(args.runs), args.output, metric=args.metric, x=args.x, smooth=args.smooth,
+                      source=args.source, title=args.title, note=lambda text: print(f"rlf: {text}", file=sys.stderr))
+    print(f"wrote {args.output} ({len(drawn)} curve(s))", file=sys.stderr)
+    return 0
+
+
+def _experiment(args) -> int:
+    from rlf.experiments.runner import main
+
+    return main(args)
+
+
+COMMANDS = {"compare": _compare, "plot": _plot, "experiment": _experiment}

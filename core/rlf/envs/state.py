@@ -1,0 +1,278 @@
+"""The optional env state protocol: what lets a resumed run continue its in-flight episodes exactly.
+
+An environment that can say its state offers two methods::
+
+    def get_state(self) -> StateTree: ...        # JSON-able data and numpy arrays, never objects
+    def set_state(self, state: StateTree) -> None: ...
+
+``set_state`` on a freshly built copy (same config) must make it behave, step for step, exactly as
+the env that ``get_state`` was called on: positions, counters, the episode's fixed layout and the
+env's random generator (``generator_state``/``generator_from_state`` below turn a numpy
+``Generator`` into JSON and back). The state goes into the checkpoint's JSON and ``.npy`` members, under the checkpoint
+reader's caps, so a checkpoint still never holds code.
+
+Envs that cannot change their own code (Gymnasium's) are covered by *state adapters*, keyed by the
+exact class (``module.qualname``; a subclass may add state, so it is not covered): a Gymnasium env
+is a chain of wrappers around an unwrapped env, and its state is the state of every layer. A layer
+with its own ``get_state``/``set_state`` covers itself and everything it wraps; any other layer
+needs an adapter, or the env has no state to offer. Adapters for the wrappers ``gymnasium.make``
+adds and for the classic-control envs are registered here; another package can add its own with
+``register_state_adapter``.
+
+Nothing here is needed for training: a run whose envs lack the protocol resumes with fresh episodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from rlf.interfaces import StateTree
+
+
+class StateUnavailable(Exception):
+    """The envs cannot save or restore their state; the message says why (one clause, no period)."""
+
+
+@runtime_checkable
+class StatefulEnv(Protocol):
+    """An environment that can say its state (see the module docstring)."""
+
+    def get_state(self) -> StateTree: ...
+
+    def set_state(self, state: StateTree) -> None: ...
+
+
+@dataclass(frozen=True)
+class StateAdapter:
+    """``get(layer)`` and ``set(layer, state)`` for one class whose code cannot offer the protocol."""
+
+    get: Callable[[Any], StateTree]
+    set: Callable[[Any, StateTree], None]
+
+
+_ADAPTERS: dict[str, StateAdapter] = {}
+
+
+def register_state_adapter(class_path: str, get: Callable[[Any], StateTree],
+                           set: Callable[[Any, StateTree], None]) -> None:  # noqa: A002 - the protocol's name
+    """Save and restore instances of exactly the class ``class_path`` (``"module.QualName"``)."""
+    _ADAPTERS[class_path] = StateAdapter(get, set)
+
+
+def class_path(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def has_own_protocol(obj: Any) -> bool:
+    return callable(getattr(type(obj), "get_state", None)) and callable(getattr(type(obj), "set_state", None))
+
+
+# -- numpy generators as JSON ----------------------------------------------------------------------
+
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+"""Bit generators a state may name: looked up in numpy.random by these names only."""
+
+
+def generator_state(generator: np.random.Generator | None) -> StateTree | None:
+    """A numpy Generator's exact position as JSON-able data (None stays None: not created yet)."""
+    return None if generator is None else generator.bit_generator.state
+
+
+def generator_from_state(state: StateTree | None) -> np.random.Generator | None:
+    """A Generator at the position ``generator_state`` saved."""
+    if state is None:
+        return None
+    name = state.get("bit_generator") if isinstance(state, dict) else None
+    if name not in _BIT_GENERATORS:
+        raise StateUnavailable(f"the saved random generator {name!r} is not one of {', '.join(_BIT_GENERATORS)}")
+    bit_generator = getattr(np.random, name)()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
+
+
+# -- values: numpy scalars keep their dtype ----------------------------------------------------------
+
+def pack(value: Any) -> Any:
+    """An attribute's value as checkpointable data; numpy scalars keep their dtype (a float32 scalar
+    restored as a Python float would change the arithmetic that follows)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, np.generic):
+        return {"scalar": np.asarray(value)}
+    if isinstance(value, tuple):
+        return tuple(pack(v) for v in value)
+    if isinstance(value, list):
+        return [pack(v) for v in value]
+    raise StateUnavailable(f"a value of type {type(value).__name__} cannot be saved as env state")
+
+
+def unpack(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"scalar"}:
+        return np.asarray(value["scalar"])[()]
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, tuple):
+        return tuple(unpack(v) for v in value)
+    if isinstance(value, list):
+        return [unpack(v) for v in value]
+    return value
+
+
+# -- whole envs: a chain of layers ------------------------------------------------------------------
+
+def _layers(env: Any) -> list[Any]:
+    """The env, then what it wraps, down to the first layer that covers the rest itself."""
+    layers = [env]
+    while not has_own_protocol(layers[-1]) and class_path(layers[-1]) in _ADAPTERS:
+        inner = getattr(layers[-1], "env", None)
+        if inner is None or inner is layers[-1]:
+            break
+        layers.append(inner)
+    return layers
+
+
+def get_env_state(env: Any) -> StateTree:
+    """The state of one env (every layer of a wrapped one); raises StateUnavailable naming the layer
+    that can neither say its state itself nor has an adapter."""
+    _ensure_builtin_adapters()
+    saved = []
+    for layer in _layers(env):
+        path = class_path(layer)
+        if has_own_protocol(layer):
+            saved.append({"class": path, "state": layer.get_state()})
+            break
+        adapter = _ADAPTERS.get(path)
+        if adapter is None:
+            raise StateUnavailable(f"{path} has no get_state/set_state (and no state adapter)")
+        saved.append({"class": path, "state": adapter.get(layer)})
+    return {"layers": saved}
+
+
+def set_env_state(env: Any, state: StateTree) -> None:
+    """Put a freshly built env into a saved state (checked to fit before anything is changed)."""
+    set_env_states([env], [state])
+
+
+def set_env_states(envs: Sequence[Any], states: Sequence[StateTree]) -> None:
+    """Restore every env, or none: the layer chains are compared with the saved ones first."""
+    _ensure_builtin_adapters()
+    if not isinstance(states, list | tuple) or len(states) != len(envs):
+        count = len(states) if isinstance(states, list | tuple) else "no"
+        raise StateUnavailable(f"the checkpoint holds {count} env states for {len(envs)} envs")
+    plans = []
+    for env, state in zip(envs, states, strict=True):
+        layers = _layers(env)
+        saved = state.get("layers") if isinstance(state, dict) else None
+        have = [class_path(layer) for layer in layers]
+        want = [entry.get("class") if isinstance(entry, dict) else None for entry in saved or []]
+        if have != want:
+            raise StateUnavailable(f"the saved env state is for {' > '.join(map(str, want)) or 'nothing'}, "
+                                   f"the env is now {' > '.join(have)}")
+        plans.append((layers, saved))
+    for layers, saved in plans:
+        for layer, entry in zip(layers, saved, strict=True):
+            if has_own_protocol(layer):
+                layer.set_state(entry["state"])
+            else:
+                _ADAPTERS[class_path(layer)].set(layer, entry["state"])
+
+
+# -- Gymnasium: the wrappers gymnasium.make adds, and the classic-control envs -----------------------
+
+def _time_limit_get(layer: Any) -> StateTree:
+    return {"elapsed_steps": layer._elapsed_steps}
+
+
+def _time_limit_set(layer: Any, state: StateTree) -> None:
+    layer._elapsed_steps = state["elapsed_steps"]
+
+
+def _order_get(layer: Any) -> StateTree:
+    return {"has_reset": layer._has_reset}
+
+
+def _order_set(layer: Any, state: StateTree) -> None:
+    layer._has_reset = bool(state["has_reset"])
+
+
+_CHECKS = ("checked_reset", "checked_step", "checked_render", "close_called")
+
+
+def _checker_get(layer: Any) -> StateTree:
+    return {name: bool(getattr(layer, name)) for name in _CHECKS}
+
+
+def _checker_set(layer: Any, state: StateTree) -> None:
+    # The checker only warns. Its first-step and data-reuse checks compare with the observation
+    # the reset returned, which is not saved: a restored checker counts them as done (same results).
+    for name in _CHECKS:
+        setattr(layer, name, bool(state[name]))
+    layer.checked_step = layer.checked_step or layer.checked_reset
+    layer.checked_data_reuse = layer.checked_step
+    layer._previous_data = None
+
+
+def _classic(*attributes: str) -> StateAdapter:
+    """An unwrapped Gymnasium env whose dynamics live in ``attributes`` plus its ``np_random``."""
+
+    def get(env: Any) -> StateTree:
+        return {"attributes": {name: pack(getattr(env, name)) for name in attributes},
+                "np_random": generator_state(env._np_random), "np_random_seed": env._np_random_seed}
+
+    def set_(env: Any, state: StateTree) -> None:
+        for name in attributes:
+            setattr(env, name, unpack(state["attributes"][name]))
+        env._np_random = generator_from_state(state["np_random"])
+        env._np_random_seed = state["np_random_seed"]
+
+    return StateAdapter(get, set_)
+
+
+_CLASSIC_CONTROL = {
+    # every attribute step() or reset() assigns that a later step reads (render-only state aside,
+    # except Pendulum's last_u, which render() draws)
+    "cartpole.CartPoleEnv": ("state", "steps_beyond_terminated"),
+    "mountain_car.MountainCarEnv": ("state",),
+    "continuous_mountain_car.Continuous_MountainCarEnv": ("state",),
+    "acrobot.AcrobotEnv": ("state",),
+    "pendulum.PendulumEnv": ("state", "last_u"),
+}
+
+_builtin_done = False
+
+
+def _ensure_builtin_adapters() -> None:
+    """Registered on first use, by name: this module imports no Gymnasium code."""
+    global _builtin_done
+    if _builtin_done:
+        return
+    _builtin_done = True
+    for name, get, set_ in (("TimeLimit", _time_limit_get, _time_limit_set),
+                            ("OrderEnforcing", _order_get, _order_set),
+                            ("PassiveEnvChecker", _checker_get, _checker_set)):
+        _ADAPTERS.setdefault(f"gymnasium.wrappers.common.{name}", StateAdapter(get, set_))
+    for name, attributes in _CLASSIC_CONTROL.items():
+        _ADAPTERS.setdefault(f"gymnasium.envs.classic_control.{name}", _classic(*attributes))
+
+
+# -- vectors of envs (what a strategy holds) --------------------------------------------------------
+
+def vector_state(envs: Any) -> StateTree:
+    """The state of every env copy a collector holds; raises StateUnavailable when it cannot say it."""
+    get = getattr(envs, "get_state", None)
+    if get is None:
+        raise StateUnavailable(f"the collector's {type(envs).__name__} has no get_state")
+    return get()
+
+
+def restore_vector(envs: Any, state: StateTree) -> None:
+    set_ = getattr(envs, "set_state", None)
+    if set_ is None:
+        raise StateUnavailable(f"the collector's {type(envs).__name__} has no set_state")
+    set_(state)

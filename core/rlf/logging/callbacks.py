@@ -1,0 +1,133 @@
+"""Callbacks: what the Trainer tells the outside world while it trains, and how the outside world
+asks it to stop.
+
+A callback overrides the events it needs; every event gets the ``Trainer`` first (its ``counters``,
+``run``, ``run_dir``, ``recent`` episodes and ``latest`` metrics). Loggers (``rlf_register_loggers``:
+CSV, TensorBoard, the progress bar, MLflow...) are callbacks selected by ``run.loggers``; plugins
+register other callbacks with ``rlf_register_callbacks`` (selected by ``run.callbacks``) and the Python
+API takes instances (``algo.train(callbacks=[...])``). Two are built in: ``PeriodicEval``
+(``run.eval_interval``) and ``StopAt`` (``run.stop_at``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlf.training.strategy import StepResult
+    from rlf.training.trainer import Trainer
+
+BEST_CHECKPOINT = "best.rlf"
+BEST_FILE = "best.json"
+
+
+class Callback:
+    """Override any of these; the defaults do nothing. Events come in this order per strategy step:
+    ``on_episode_end`` (if episodes ended), ``on_step``, ``on_eval`` (from an evaluation callback),
+    ``on_log`` (every ``log_interval``), ``on_checkpoint``. ``close`` is called even after an error."""
+
+    def on_start(self, trainer: Trainer) -> None:
+        """Training starts (or resumes); the strategy is set up."""
+
+    def on_step(self, trainer: Trainer, result: StepResult) -> None:
+        """After every strategy step; ``trainer.counters`` already count it. Keep it cheap."""
+
+    def on_episode_end(self, trainer: Trainer, episodes: list[dict[str, float]]) -> None:
+        """Episodes that ended in this step, one row each (with ``env_step``)."""
+
+    def on_log(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        """The metrics row written every ``log_interval`` env steps."""
+
+    def on_eval(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        """Results of an evaluation during training (``return``, ``length``, env metrics, ``env_step``)."""
+
+    def on_checkpoint(self, trainer: Trainer, path: Path) -> None:
+        """A checkpoint was written to ``path``."""
+
+    def on_end(self, trainer: Trainer, summary: dict[str, float]) -> None:
+        """Training reached its budget or was stopped by a callback; the final checkpoint is written."""
+
+    def close(self) -> None:
+        """Release files and threads; called once, also when training failed or was interrupted."""
+
+
+class Logger(Callback):
+    """A metric sink registered through ``rlf_register_loggers``: a callback that writes somewhere."""
+
+
+class PeriodicEval(Callback):
+    """Greedy evaluation every ``interval`` env steps (and at the end) on a fresh env.
+
+    Results go to every callback's ``on_eval`` (the CSV logger writes ``eval.csv``, TensorBoard the
+    tags ``eval/...``); the best mean return so far is kept as ``best.rlf`` (with ``best.json``
+    saying when and how good), which ``rlf eval runs/<dir>/best.rlf`` evaluates.
+    """
+
+    def __init__(self, interval: int, episodes: int, evaluate: Callable[[int], dict[str, float]],
+                 metric: str = "return"):
+        self.interval = interval
+        self.episodes = episodes
+        self.evaluate = evaluate
+        self.metric = metric
+        self.next_eval = 0
+        self.last_eval: int | None = None
+        self.best: float | None = None
+
+    def on_start(self, trainer: Trainer) -> None:
+        steps = trainer.counters["env_steps"]
+        self.next_eval = (steps // self.interval + 1) * self.interval
+        best = trainer.run_dir / BEST_FILE
+        if best.is_file():  # a resumed run keeps the best it had
+            self.best = float(json.loads(best.read_text())[self.metric])
+
+    def on_step(self, trainer: Trainer, result: StepResult) -> None:
+        if trainer.counters["env_steps"] >= self.next_eval:
+            self._run(trainer)
+            self.next_eval = (trainer.counters["env_steps"] // self.interval + 1) * self.interval
+
+    def on_end(self, trainer: Trainer, summary: dict[str, float]) -> None:
+        if self.last_eval != trainer.counters["env_steps"]:
+            self._run(trainer)
+
+    def _run(self, trainer: Trainer) -> None:
+        steps = trainer.counters["env_steps"]
+        metrics = {**self.evaluate(self.episodes), "env_step": steps}
+        self.last_eval = steps
+        trainer.emit("on_eval", metrics)
+        score = metrics.get(self.metric)
+        if score is not None and math.isfinite(score) and (self.best is None or score > self.best):
+            self.best = score
+            trainer.checkpoint(BEST_CHECKPOINT)
+            from rlf.storage.checkpoint import atomic_write
+            from rlf.storage.files import claim
+
+            record = json.dumps({self.metric: score, "env_step": steps}).encode()
+            atomic_write(claim(trainer.run_dir, BEST_FILE), lambda handle: handle.write(record))
+
+
+class StopAt(Callback):
+    """Stop training once ``metric`` reaches ``value``: ``eval/<key>`` is read from evaluations
+    during training, any other name from the metrics row (e.g. ``mean_return``)."""
+
+    def __init__(self, metric: str, value: float, mode: str = ">="):
+        self.metric, self.value, self.mode = metric, value, mode
+
+    def _check(self, trainer: Trainer, key: str, metrics: dict[str, Any]) -> None:
+        found = metrics.get(key)
+        if found is None or not math.isfinite(found):
+            return
+        if found >= self.value if self.mode == ">=" else found <= self.value:
+            trainer.request_stop(f"{self.metric} = {found:.4g} {self.mode} {self.value:g} "
+                                 f"at env step {trainer.counters['env_steps']}")
+
+    def on_log(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        if not self.metric.startswith("eval/"):
+            self._check(trainer, self.metric, metrics)
+
+    def on_eval(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        if self.metric.startswith("eval/"):
+            self._check(trainer, self.metric.removeprefix("eval/"), metrics)

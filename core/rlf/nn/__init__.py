@@ -1,0 +1,17 @@
+"""The network toolkit torch plugins build on (``networks``: the image rule, the observation encoder, MLP
+and Nature CNN builders, torch's CPU threads), torch's lazy helpers (``torch_utils``) and running
+observation statistics (``normalize``, numpy only).
+
+Importing this package imports no torch: each name loads its module on first use."""
+
+from rlf.lazy import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(["image_layout", "ObservationEncoder", "init_orthogonal", "mlp", "conv_stack", "flat_size",
+                     "nature_cnn", "set_threads", "TorchThreads", "NumpyMLP", "MIN_IMAGE_SIDE",
+                     "MAX_IMAGE_CHANNELS", "DEFAULT_TORCH_THREADS", "NATURE_CONVS", "ConvLayer", "NetworkChoice"],
+                   "networks"),
+}
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)
