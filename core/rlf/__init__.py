@@ -65,7 +65,7 @@ _LAZY = {
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
     "StepResult": ("training.strategy", "StepResult"),
     "BaseStrategy": ("training.strategy", "BaseStrategy"),
-    "EpisodeTracker": ("training.strategy", "EpisodeTracker"),
+    "EpisodeTracker": ("training.episodes", "EpisodeTracker"),
     "OnPolicyStrategy": ("training.on_policy", "OnPolicyStrategy"),
     "OffPolicyStrategy": ("training.off_policy", "OffPolicyStrategy"),
     "collect_rollout": ("training.on_policy", "collect_rollout"),

@@ -49,7 +49,8 @@ from rlf.plugins.specs import (
 from rlf.storage import checkpoint as ckpt
 from rlf.storage import files, run_state, rundir
 from rlf.storage.lock import RunDirLock
-from rlf.training.strategy import EpisodeTracker, average_metrics, build_strategy
+from rlf.training.episodes import EpisodeTracker, average_metrics
+from rlf.training.startup import build_strategy
 from rlf.training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 RUN_FILE = "run.json"

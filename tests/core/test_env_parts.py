@@ -9,8 +9,8 @@ from support import LinearPolicy
 from rlf import SINGLE_AGENT
 from rlf.envs import EnvFactory, GymVector, StepBatch
 from rlf.envs.gym import GymEnvConfig, make_gym_env
+from rlf.training.episodes import EpisodeTracker
 from rlf.training.on_policy import collect_rollout
-from rlf.training.strategy import EpisodeTracker
 
 FACTORY = EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))
 FIELDS = ("obs", "next_obs", "rewards", "terminated", "truncated", "alive")

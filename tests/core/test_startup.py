@@ -203,7 +203,7 @@ def test_workers_of_a_templated_env_start_from_the_fork_servers_copy(tmp_path):
 def test_the_first_steps_do_not_wait_for_the_learner_and_a_fork_waits_for_it(registry, tmp_path):
     import multiprocessing
 
-    from rlf.training.strategy import _BackgroundBuild
+    from rlf.training.startup import _BackgroundBuild
 
     spec = registry.algorithm("linear-pg")
     seen: dict[str, float] = {}

@@ -14,8 +14,9 @@ from rlf.envs.gym import GymEnvConfig, make_gym_env
 from rlf.errors import EnvWorkerError
 from rlf.interfaces import SINGLE_AGENT
 from rlf.plugins import LazyCallable
-from rlf.training.strategy import EpisodeTracker, supervise
-from rlf.training.trainer import _resume_supervision, _supervision_counters
+from rlf.training.episodes import EpisodeTracker
+from rlf.training.startup import supervise
+from rlf.training.strategy import BaseStrategy
 
 FACTORY = EnvFactory(LazyCallable("rlf.envs.gym:make_gym_env"), GymEnvConfig(id="CartPole-v1"))
 
@@ -160,6 +161,17 @@ def test_make_gym_env_is_the_factory_used():
     assert FACTORY.build_env.target is make_gym_env
 
 
+class _Strategy(BaseStrategy):
+    """BaseStrategy's supervision bookkeeping, over envs a test built itself."""
+
+    def __init__(self, envs):
+        super().__init__(SimpleNamespace(name="x", plugin="y"), "gym:CartPole-v1", None, None, True)
+        self.envs = envs
+        self.tracker = EpisodeTracker((SINGLE_AGENT,), 4, False)
+
+    step = weights = state_dict = load_state_dict = teardown = None
+
+
 def test_restarts_used_before_a_resume_still_count(envs):
     """``env_restarts`` is a budget for the whole run: the checkpoint's counters carry what was used,
     handed to the envs before their first reset (which may itself need a restart)."""
@@ -167,15 +179,17 @@ def test_restarts_used_before_a_resume_still_count(envs):
     algorithm = SimpleNamespace(name="x", plugin="y")
     old = envs()
     supervise(old, run, algorithm, 0)  # a checkpoint from before the counter: none used
-    strategy = SimpleNamespace(envs=old, tracker=EpisodeTracker((SINGLE_AGENT,), 4, False))
-    _resume_supervision(strategy, {"env_steps": 512})
-    assert old.restarts == 0 and _supervision_counters(strategy) == {}
+    strategy = _Strategy(old)
+    strategy.resume_supervision({"env_steps": 512})
+    assert strategy.restarts_used == 0 and strategy.supervision_counters() == {}
 
     vector = envs()
-    supervise(vector, run, algorithm, 1)
-    strategy = SimpleNamespace(envs=vector, tracker=EpisodeTracker((SINGLE_AGENT,), 4, False))
-    _resume_supervision(strategy, {"env_steps": 512, "env_restarts": 1, "episodes_dropped": 1})
-    assert _supervision_counters(strategy) == {"env_restarts": 1, "episodes_dropped": 1}
+    strategy = _Strategy(vector)
+    strategy.resume_supervision({"env_steps": 512, "env_restarts": 1, "episodes_dropped": 1})
+    supervise(vector, run, algorithm, strategy.restarts_used)  # what BaseStrategy.setup does
+    strategy.tracker.dropped = strategy._dropped_before
+    assert strategy.supervision_counters() == {"env_restarts": 1, "episodes_dropped": 1}
+    assert strategy.supervision_metrics() == {"env_restarts": 1.0, "episodes_dropped": 1.0}
     os.kill(_worker_pids(vector)[0], signal.SIGKILL)
     with pytest.raises(EnvWorkerError, match=r"during reset after 1 restart\(s\)"):
         vector.reset(seed=0)

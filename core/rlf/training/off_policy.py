@@ -43,14 +43,9 @@ from rlf.envs.workers import exit_description
 from rlf.errors import EnvWorkerError
 from rlf.interfaces import BuildContext, StateTree, Transitions
 from rlf.plugins.specs import StrategyFamily
-from rlf.training.strategy import (
-    BaseStrategy,
-    EpisodeTracker,
-    StepResult,
-    average_metrics,
-    plugin_call,
-    say_fresh_episodes,
-)
+from rlf.training.episodes import EpisodeTracker, average_metrics
+from rlf.training.startup import plugin_call
+from rlf.training.strategy import BaseStrategy, StepResult, say_fresh_episodes
 
 CHUNK_ENV_STEPS = 64
 """Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""
@@ -179,6 +174,12 @@ class OffPolicyStrategy(BaseStrategy):
         """Actors a pool restarted so far (the Trainer logs them once there is one)."""
         pool = getattr(self, "pool", None)
         return pool.restarts if pool is not None else 0
+
+    def supervision_metrics(self) -> dict[str, float]:
+        metrics = super().supervision_metrics()
+        if self.actor_restarts:
+            metrics["actor_restarts"] = float(self.actor_restarts)
+        return metrics
 
     def step(self, limit: int) -> StepResult:
         if self.actors or self.pool is not None:  # set by setup()

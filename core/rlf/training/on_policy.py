@@ -13,7 +13,9 @@ import numpy as np
 from rlf.envs.base import StepBatch, VectorEnv
 from rlf.interfaces import Acting, Agent, AgentArrays, Rollout
 from rlf.plugins.specs import StrategyFamily
-from rlf.training.strategy import BaseStrategy, EpisodeTracker, StepResult, plugin_call
+from rlf.training.episodes import EpisodeTracker
+from rlf.training.startup import plugin_call
+from rlf.training.strategy import BaseStrategy, StepResult
 
 
 def compute_gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray, terminated: np.ndarray,

@@ -1,25 +1,28 @@
-"""TrainStrategy: how experience is collected and learned from. The Trainer decides when to stop,
-save and log; a strategy only knows how to do one more unit of work."""
+"""The strategy contract: ``TrainStrategy`` (how experience is collected and learned from; the Trainer
+decides when to stop, save and log, a strategy only does one more unit of work) and ``BaseStrategy``,
+the base the core's families and third-party strategies build on.
+"""
 
 from __future__ import annotations
 
-import math
-import os
 import sys
-import threading
-import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from rlf.envs.base import StepBatch, VectorEnv
+from rlf.envs.base import VectorEnv
 from rlf.envs.collectors import SYNC, Collector, build_async_collector, build_sync_collector
 from rlf.envs.state import StateUnavailable, restore_vector, vector_state
-from rlf.envs.workers import Supervision
-from rlf.errors import RlfError, guarded, plugin_failure
 from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
+from rlf.training.episodes import EpisodeTracker
+from rlf.training.startup import (
+    BUILD_WAIT_S,
+    _BackgroundBuild,
+    plugin_call,
+    supervise,
+)
 
 
 @dataclass
@@ -57,105 +60,20 @@ class TrainStrategy(ABC):
     @abstractmethod
     def teardown(self) -> None: ...
 
+    def resume_supervision(self, counters: dict[str, int]) -> None:
+        """Before ``setup`` on a resume: the checkpoint's counters, so fault budgets (``run.env_restarts``)
+        stay one budget for the whole run. A strategy without workers to supervise ignores them."""
+        return None
 
-WIDENED_CACHE = 256
-"""Read-only reward matrices the EpisodeTracker keeps a float64 copy of."""
+    def supervision_counters(self) -> dict[str, int]:
+        """Run-wide fault counters to checkpoint and log once there has been a fault (``env_restarts``,
+        ``episodes_dropped``); none by default."""
+        return {}
 
-
-class EpisodeTracker:
-    """Per-env running returns and lengths; emits one row per finished episode."""
-
-    def __init__(self, agent_ids: tuple[str, ...], num_envs: int, multi_agent: bool):
-        self.agent_ids = agent_ids
-        self.multi_agent = multi_agent
-        self.returns = np.zeros((len(agent_ids), num_envs))
-        self._wide: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        """id -> (a read-only float32 reward matrix a collector hands out again, it as float64)."""
-        # lengths as (steps so far - step the episode started at): no per-step array update
-        self.steps = 0
-        self.started = [0] * num_envs
-        self.episodes = 0
-        self.dropped = 0
-        """Episodes cut short by a restarted env worker (at least one step taken): left out of the
-        stats, counted here."""
-
-    def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
-        self.steps += 1
-        rewards = batch.reward_matrix
-        # Adding float32 to the float64 sums costs three times a float64 addition (numpy's casting
-        # loop), and at one env that is a good part of a step's bookkeeping: collectors that hand out
-        # the same read-only matrices again (ParallelVector) get them widened once. Keeping the matrix
-        # referenced keeps its id from being reused.
-        wide = self._wide.get(id(rewards))
-        if wide is not None and wide[0] is rewards:
-            self.returns += wide[1]
-        elif rewards.flags.writeable or len(self._wide) >= WIDENED_CACHE:
-            self.returns += rewards
-        else:
-            widened = rewards.astype(np.float64)
-            self._wide[id(rewards)] = (rewards, widened)
-            self.returns += widened
-        if not batch.ended_envs:
-            return []
-        rows = []
-        for i in batch.ended_envs:
-            if i in batch.dropped:
-                # the dropped step itself was never taken: an episode that had just begun lost nothing
-                if self.steps - 1 > self.started[i]:
-                    self.dropped += 1
-                self.started[i] = self.steps
-                self.returns[:, i] = 0.0
-                continue
-            self.episodes += 1
-            returns = self.returns[:, i].tolist()
-            row: dict[str, float] = {"episode": float(self.episodes), "length": float(self.steps - self.started[i])}
-            if self.multi_agent:
-                for a, value in zip(self.agent_ids, returns, strict=True):
-                    row[f"return/{a}"] = value
-                row["return"] = sum(returns) / len(returns)
-            else:
-                row["return"] = returns[0]
-            row.update(batch.episode_metrics.get(i, {}))
-            if extra:
-                row.update(extra)
-            rows.append(row)
-            self.started[i] = self.steps
-            self.returns[:, i] = 0.0
-        return rows
-
-    def state_dict(self) -> StateTree:
-        return {"episodes": self.episodes}
-
-    def load_state_dict(self, state: StateTree) -> None:
-        self.episodes = int(state["episodes"])
-
-    def inflight_state(self) -> StateTree:
-        """The episodes under way: per-env running returns and lengths (for an exact resume)."""
-        return {"returns": self.returns.copy(), "lengths": [self.steps - start for start in self.started],
-                "dropped": self.dropped}
-
-    def load_inflight_state(self, state: StateTree) -> None:
-        returns = np.asarray(state["returns"], dtype=self.returns.dtype)
-        lengths = [int(length) for length in state["lengths"]]
-        if returns.shape != self.returns.shape or len(lengths) != len(self.started):
-            raise ValueError(f"episode accumulators for {returns.shape} agents x envs, the run has {self.returns.shape}")
-        self.returns = returns
-        self.steps = 0
-        self.started = [-length for length in lengths]
-        self.dropped = int(state["dropped"])
-
-
-def average_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Mean of each key over the rows that have it."""
-    if rows:
-        keys = rows[0].keys()
-        if all(row.keys() == keys for row in rows):  # the common case (a learner reporting each step)
-            return {key: math.fsum([row[key] for row in rows]) / len(rows) for key in keys}
-    totals: dict[str, list[float]] = {}
-    for row in rows:
-        for key, value in row.items():
-            totals.setdefault(key, []).append(float(value))
-    return {key: math.fsum(values) / len(values) for key, values in totals.items()}
+    def supervision_metrics(self) -> dict[str, float]:
+        """What the logs show about faults: the counters, plus anything not carried across a resume
+        (``actor_restarts`` of an actor pool)."""
+        return {key: float(value) for key, value in self.supervision_counters().items()}
 
 
 class BaseStrategy(TrainStrategy):
@@ -180,9 +98,19 @@ class BaseStrategy(TrainStrategy):
         self._pending_state: StateTree | None = None
         self._reset_count = 0
         self.restarts_used = 0
-        """Env worker restarts a resumed run had used (the Trainer sets it from the checkpoint's
-        counters before ``setup``), so ``run.env_restarts`` stays one budget for the whole run."""
+        """Env worker restarts a resumed run had used (``resume_supervision``, before ``setup``)."""
+        self._dropped_before = 0
         self._last_inflight: StateTree | None = None
+
+    def resume_supervision(self, counters: dict[str, int]) -> None:
+        self.restarts_used = int(counters.get("env_restarts", 0))
+        self._dropped_before = int(counters.get("episodes_dropped", 0))  # checkpoints before this counter: 0
+
+    def supervision_counters(self) -> dict[str, int]:
+        restarts = int(getattr(self.envs, "restarts", 0) or 0)  # a third-party collector may not restart
+        if not restarts:
+            return {}
+        return {"env_restarts": restarts, "episodes_dropped": int(self.tracker.dropped if self.tracker else 0)}
 
     def setup(self) -> None:
         run = self.context.run
@@ -197,6 +125,7 @@ class BaseStrategy(TrainStrategy):
             self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
             supervise(self.envs, run, self.algorithm, self.restarts_used)
             self.tracker = EpisodeTracker(self.envs.spec.agent_ids, run.num_envs, self.envs.spec.multi_agent)
+            self.tracker.dropped = self._dropped_before
             if build is not None and self._pending_state is None:
                 # the first reset runs in the workers: overlapped with the build as well
                 self.obs = self.envs.reset(seed=run.seed + 7919 * self._reset_count)
@@ -315,96 +244,6 @@ class BaseStrategy(TrainStrategy):
             self.envs = None
 
 
-class _BackgroundBuild:
-    """``build_agent`` then ``build_learner`` in a thread, in the order ``setup`` builds them in (the
-    global RNG streams they draw from, and the weights, are those of a build in the main thread). The
-    agent can be taken as soon as it is built, the learner later."""
-
-    def __init__(self, algorithm: Any, context: BuildContext):
-        self.spec = context.env_spec
-        self.context = context
-        self.algorithm = algorithm
-        self.built_agent: Any = None
-        self.built_learner: Any = None
-        self._error: BaseException | None = None
-        self._threads: int | None = None
-        self._agent_done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rlf-build-agent", daemon=False)
-        _PENDING.add(self)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            try:
-                self.built_agent = self.algorithm.build_agent(self.context)
-                torch = sys.modules.get("torch")
-                if torch is not None:
-                    self._threads = torch.get_num_threads()
-            finally:
-                self._agent_done.set()
-            self.built_learner = self.algorithm.build_learner(self.context, self.built_agent)
-        except BaseException as exc:  # handed to the main thread by agent() / learner()
-            self._error = exc
-        finally:
-            _PENDING.discard(self)
-
-    def wait(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
-
-    def agent(self) -> Any:
-        """The agent once built; the build's exception, raised here."""
-        self._agent_done.wait()
-        if self.built_agent is None:
-            self.wait()
-            raise _as_plugin_error(self.algorithm, "build_agent", self._error)
-        torch = sys.modules.get("torch")
-        if self._threads is not None and torch is not None and torch.get_num_threads() != self._threads:
-            # torch's intra-op thread count is per thread (OpenMP): what the builder chose for acting
-            # must hold in the thread that acts
-            torch.set_num_threads(self._threads)
-        return self.built_agent
-
-    def learner(self) -> Any:
-        """The learner once built; the build's exception, raised here."""
-        self.wait()
-        if self._error is not None:
-            raise _as_plugin_error(self.algorithm, "build_learner", self._error)
-        return self.built_learner
-
-
-_PENDING: weakref.WeakSet[_BackgroundBuild] = weakref.WeakSet()
-"""Builds whose thread is still running."""
-
-
-BUILD_WAIT_S = 60.0
-"""How long a failed setup waits for the agent being built in the background before it reports."""
-
-
-def plugin_call(algorithm: Any, hook: str, fn: Any, *args: Any) -> Any:
-    """An algorithm plugin's builder or learner call: its failure is one line naming the plugin and hook."""
-    return guarded(getattr(algorithm, "plugin", "?"), f"algorithm {getattr(algorithm, 'name', '?')!r} {hook}", fn,
-                   *args)
-
-
-def _as_plugin_error(algorithm: Any, hook: str, error: BaseException) -> BaseException:
-    if isinstance(error, RlfError | KeyboardInterrupt) or not isinstance(error, Exception | SystemExit):
-        return error
-    failure = plugin_failure(getattr(algorithm, "plugin", "?"), f"algorithm {getattr(algorithm, 'name', '?')!r} "
-                             f"{hook}", error)
-    failure.__cause__ = error
-    return failure
-
-
-def _finish_pending_builds() -> None:
-    """Before this process forks (A3C's workers, off-policy actors): a build half done in another
-    thread would be copied half done, and its thread not at all."""
-    for build in list(_PENDING):
-        build.wait()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_finish_pending_builds)
-
 
 def _same_spec(a: EnvSpec, b: EnvSpec) -> bool:
     try:
@@ -427,25 +266,3 @@ def _unavailable_reason(inflight: Any) -> str | None:
     if "unavailable" in inflight:
         return f"the checkpoint holds no env state: {inflight['unavailable']}"
     return None
-
-
-def supervise(envs: VectorEnv, run: Any, algorithm: Any, restarts_used: int = 0) -> None:
-    """Give envs the run's worker supervision settings, the restarts already used (before a resume;
-    set before the first reset, which may need one) and the name errors about actions should blame.
-
-    Set on whatever was built (any collector), so env workers are watched however envs are made."""
-    if hasattr(envs, "supervision"):
-        envs.supervision = Supervision(run.env_timeout, run.env_restarts)
-    if restarts_used and hasattr(envs, "restarts"):
-        envs.restarts = restarts_used
-    envs.acting = f"algorithm {algorithm.name!r} (plugin {algorithm.plugin})"
-
-
-def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                   collector: Collector | bool, strategy: Any = None) -> TrainStrategy:
-    """The strategy ``algorithm.family`` names, from ``strategy`` (a ``StrategySpec``) or the registry."""
-    if strategy is None:
-        from rlf.plugins.loading import registry
-
-        strategy = registry().strategy(algorithm.family, algorithm)
-    return strategy.strategy(algorithm, env_name, env_factory, context, collector)

@@ -18,7 +18,8 @@ from rlf.config import RunConfig
 from rlf.errors import PluginRunError, guarded
 from rlf.finite import check_step, check_weights
 from rlf.logging.callbacks import Callback
-from rlf.training.strategy import TrainStrategy, average_metrics
+from rlf.training.episodes import average_metrics
+from rlf.training.strategy import TrainStrategy
 
 
 class Interrupted(Exception):
@@ -112,7 +113,7 @@ class Trainer:
             self.stop_reason = reason
 
     def checkpoint(self, name: str | None = None) -> Path | None:
-        self.counters.update(_supervision_counters(self.strategy))
+        self.counters.update(self.strategy.supervision_counters())
         state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
                  "trainer": self.loop_state()}
         path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
@@ -131,10 +132,8 @@ class Trainer:
         summary: dict[str, float] = {}
         ready = finished = False
         try:
-            if hasattr(self.strategy, "restarts_used"):  # see BaseStrategy; older checkpoints: none used
-                self.strategy.restarts_used = int(counters.get("env_restarts", 0))
+            self.strategy.resume_supervision(counters)
             self.strategy.setup()
-            _resume_supervision(self.strategy, counters)
             ready = True
             self.emit("on_start")
             while counters["env_steps"] < run.steps and self.stop_reason is None:
@@ -159,7 +158,7 @@ class Trainer:
                                "episodes": counters["episodes"],
                                "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
                     check_weights(self.strategy, counters["env_steps"], run.algorithm, self.run_dir)
-                    summary.update(_supervision_metrics(self.strategy))
+                    summary.update(self.strategy.supervision_metrics())
                     self.emit("on_log", summary)
                     pending.clear()
                     window_start, window_steps = time.perf_counter(), 0
@@ -195,7 +194,7 @@ class Trainer:
 
     def _quiet_checkpoint(self) -> None:
         """The state as it stands, saved without telling the callbacks (one of them just failed)."""
-        self.counters.update(_supervision_counters(self.strategy))
+        self.counters.update(self.strategy.supervision_counters())
         state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
                  "trainer": self.loop_state()}
         self.save_checkpoint(state)
@@ -222,34 +221,6 @@ class _LoopState(BaseModel):
     next_checkpoint: int | None
     pending: list[dict[str, float]] = Field(max_length=1_000_000)
     recent: list[dict[str, float]] = Field(max_length=100)
-
-
-def _supervision_counters(strategy: TrainStrategy) -> dict[str, int]:
-    """Worker restarts and the episodes they cut short, once there has been one: checkpointed, so
-    ``run.env_restarts`` stays a budget for the whole run across resumes."""
-    restarts = int(getattr(getattr(strategy, "envs", None), "restarts", 0) or 0)
-    if not restarts:
-        return {}
-    return {"env_restarts": restarts, "episodes_dropped": int(getattr(strategy.tracker, "dropped", 0))}
-
-
-def _resume_supervision(strategy: TrainStrategy, counters: dict[str, int]) -> None:
-    """Carry the episodes a resumed run had dropped (checkpoints written before this counter load as
-    0); the restarts it had used reach the envs through ``BaseStrategy.restarts_used``."""
-    tracker = getattr(strategy, "tracker", None)
-    if tracker is not None and hasattr(tracker, "dropped"):
-        # both are the run's total so far; an exact resume may have restored it with the episodes
-        tracker.dropped = max(tracker.dropped, int(counters.get("episodes_dropped", 0)))
-
-
-def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
-    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts),
-    and off-policy actors an actor pool restarted."""
-    metrics = {key: float(value) for key, value in _supervision_counters(strategy).items()}
-    actors = getattr(strategy, "actor_restarts", 0)
-    if actors:
-        metrics["actor_restarts"] = float(actors)
-    return metrics
 
 
 def episode_means(rows) -> dict[str, float]:
