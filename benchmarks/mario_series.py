@@ -54,7 +54,7 @@ def emulator_worker(seconds: float, seed: int, out: mp.Queue) -> None:
 def model_worker(algorithm: str, measured_steps: int, seed: int, run_dir: str, overrides: list[str],
                  out: mp.Queue) -> None:
     import rlf
-    from rlf.experiments.runner import load_experiment
+    from rlf.experiments.spec import load_experiment
 
     experiment = load_experiment(EXPERIMENT, only=[f"{SETTING[algorithm]}/{algorithm}-seed0"], overrides=overrides)
     config = experiment.runs[0].config

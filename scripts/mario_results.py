@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from rlf.experiments.results import compare, find_runs, format_table, read_rows
-from rlf.experiments.runner import FINAL_EVAL_FILES, FINAL_EVAL_SOURCES
+from rlf.experiments.spec import FINAL_EVAL_FILES, FINAL_EVAL_SOURCES
 
 METRICS = ["x_pos_max", "flag"]
 BEGIN, END = "<!-- series:begin -->", "<!-- series:end -->"

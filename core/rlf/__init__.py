@@ -49,14 +49,13 @@ from rlf.plugins.hookspecs import (
 )
 from rlf.plugins.specs import API_VERSION, StrategyFamily
 from rlf.training.exploration import EpsilonSchedule
-
-__version__ = "0.1.0"
+from rlf.version import __version__ as __version__
 
 _LAZY = {
     "make": ("api", "make"),
-    "load": ("api", "load"),
-    "export": ("api", "export"),
-    "resolve": ("api", "resolve"),
+    "load": ("saved", "load"),
+    "export": ("saved", "export"),
+    "resolve": ("resolve", "resolve"),
     "Algorithm": ("api", "Algorithm"),
     "compute_gae": ("training.on_policy", "compute_gae"),
     "ReplayBuffer": ("training.replay", "ReplayBuffer"),

@@ -1,10 +1,5 @@
-"""The Python API, which the CLI mirrors:
-
-    import rlf
-    algo = rlf.make("ppo", env="gym:CartPole-v1", overrides=["steps=50000", "algo.lr=3e-4"])
-    algo.train()
-    print(algo.evaluate(episodes=10))
-    algo.save("ppo.rlf");  again = rlf.load("ppo.rlf")
+"""The Python API: ``rlf.make`` builds an ``Algorithm`` from an algorithm and env name, and an ``Algorithm``
+trains (in its run directory, one writer at a time), saves, evaluates and records.
 """
 
 from __future__ import annotations
@@ -12,185 +7,39 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium
-from pydantic import BaseModel
 
 from rlf.config import (
-    SECTIONS,
-    AlgorithmConfig,
-    EnvConfig,
     RunConfig,
-    load_toml,
-    merge,
-    parse_overrides,
-    validate,
 )
-from rlf.envs.base import EnvFactory, action_kinds, is_multi_agent
+from rlf.envs.base import EnvFactory
 from rlf.envs.collectors import Collector, make_vector_env
 from rlf.envs.workers import prestart_workers
-from rlf.errors import CheckpointError, ConfigError, IncompatibleError, PluginRunError, guarded
+from rlf.errors import CheckpointError, ConfigError, PluginRunError, guarded
 from rlf.finite import check_tree
 from rlf.interfaces import BuildContext
 from rlf.logging.callbacks import Callback, PeriodicEval, StopAt
+from rlf.logging.means import average_metrics
 from rlf.nn.torch_utils import check_device
 from rlf.plugins.loading import registry as default_registry
 from rlf.plugins.specs import (
-    AlgorithmSpec,
-    CollectorSpec,
-    EnvironmentSpec,
     Registry,
-    StrategySpec,
     check_builders,
 )
+from rlf.resolve import Resolved, check_compatible, resolve
 from rlf.storage import checkpoint as ckpt
 from rlf.storage import files, run_state, rundir
 from rlf.storage.lock import RunDirLock
-from rlf.training.episodes import EpisodeTracker, average_metrics
+from rlf.training.episodes import EpisodeTracker
 from rlf.training.startup import build_strategy
 from rlf.training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.rlf"
 _EVENTS = ("on_start", "on_step", "on_episode_end", "on_log", "on_eval", "on_checkpoint", "on_end", "close")
-
-
-@dataclass
-class Resolved:
-    run: RunConfig
-    algo: AlgorithmConfig
-    env: EnvConfig
-    algorithm: AlgorithmSpec
-    environment: EnvironmentSpec
-    collector: BaseModel
-    """The ``[collector]`` settings, validated against the selected collector's model."""
-    collector_spec: CollectorSpec
-    """The collector ``run.vector`` selected (``auto`` resolved)."""
-    strategy: StrategySpec
-    """The strategy family the algorithm runs on."""
-    loggers: dict[str, BaseModel] = field(default_factory=dict)
-    """``run.loggers`` in order, each with its validated ``[logger.<name>]`` settings."""
-    callbacks: dict[str, BaseModel] = field(default_factory=dict)
-    """``run.callbacks`` in order, each with its validated ``[callback.<name>]`` settings."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"run": self.run.model_dump(mode="json"), "algo": self.algo.model_dump(mode="json"),
-                "env": self.env.model_dump(mode="json"), "collector": self.collector.model_dump(mode="json"),
-                "logger": {name: value.model_dump(mode="json") for name, value in self.loggers.items()},
-                "callback": {name: value.model_dump(mode="json") for name, value in self.callbacks.items()}}
-
-
-def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
-            overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
-            registry: Registry | None = None) -> Resolved:
-    """Defaults < the algorithm's run defaults < ``config`` dict < TOML file < ``--set`` overrides."""
-    registry = registry or default_registry()
-    if not isinstance(algorithm, str) or not algorithm:
-        raise ConfigError(f"algorithm must be a name (see `rlf list`), not {algorithm!r}")
-    spec = registry.algorithm(algorithm)
-    strategy = registry.strategy(spec.family, spec)
-    layered: dict[str, Any] = {section: {} for section in SECTIONS}
-    layered["run"].update(spec.run_defaults)
-    for layer in (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides)):
-        unknown = set(layer) - set(SECTIONS)
-        if unknown:
-            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}")
-        layered = merge(layered, layer)
-    _check_chosen_names(algorithm, layered["run"])
-    if env and layered["run"].get("env") not in (None, env):
-        raise ConfigError(f"--env {env} conflicts with run.env={layered['run']['env']!r} from the config; "
-                          "keep one of them")
-    env_name = env or layered["run"].get("env") or spec.default_env
-    if not env_name:
-        raise ConfigError(f"algorithm {algorithm!r} has no default environment; pass --env ENV (see `rlf list`)")
-    layered["run"]["algorithm"], layered["run"]["env"] = algorithm, env_name
-    environment = registry.environment(env_name)
-    if environment.prefix:
-        layered["env"].setdefault("id", env_name.split(":", 1)[1])
-    run = validate(RunConfig, layered["run"], "run")
-    collector = registry.collector(run.vector, environment)
-    return Resolved(run, validate(spec.config, layered["algo"], "algo"),
-                    validate(environment.config, layered["env"], "env"), spec, environment,
-                    validate(collector.config, layered["collector"], "collector"), collector, strategy,
-                    _named_settings("logger", run.loggers, registry.logger, layered["logger"]),
-                    _named_settings("callback", run.callbacks, registry.callback, layered["callback"]))
-
-
-def _named_settings(kind: str, names: list[str], lookup, settings: Mapping[str, Any]) -> dict[str, BaseModel]:
-    """Each selected logger's (or callback's) validated settings; settings for one not selected are an error."""
-    stray = sorted(set(settings) - set(names))
-    if stray:
-        raise ConfigError(f"[{kind}.{stray[0]}] configures a {kind} that run.{kind}s does not select "
-                          f"({names}); add it to run.{kind}s or remove the settings")
-    resolved = {}
-    for name in names:
-        values = settings.get(name, {})
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"{kind}.{name} must be a table of settings, e.g. --set {kind}.{name}.key=value")
-        resolved[name] = validate(lookup(name).config, values, f"{kind}.{name}")
-    return resolved
-
-
-def _check_chosen_names(algorithm: str, run: Mapping[str, Any]) -> None:
-    """run.algorithm is chosen on the command line; a different one in a file or --set would be ignored."""
-    chosen = run.get("algorithm", algorithm)
-    if chosen != algorithm:
-        raise ConfigError(f"run.algorithm={chosen!r} conflicts with the algorithm being trained ({algorithm!r}); "
-                          "the algorithm is chosen on the command line (rlf train ALGO): drop run.algorithm")
-    env = run.get("env")
-    if env is not None and (not isinstance(env, str) or not env.strip()):
-        raise ConfigError(f"run.env must be an environment name such as \"gym:CartPole-v1\" (see `rlf list`), "
-                          f"not {env!r}; pass it with --env")
-
-
-_ARRAY_SPACES = (gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spaces.MultiBinary,
-                 gymnasium.spaces.MultiDiscrete)
-"""Observation spaces the core batches as (N, ...) arrays."""
-
-
-def _observation_need(spec: AlgorithmSpec, space: gymnasium.Space) -> str | None:
-    """What the algorithm declared it needs and ``space`` lacks, as a phrase; None when it can read it."""
-    if spec.observation_spaces is not None:
-        accepted = tuple(getattr(gymnasium.spaces, c) if isinstance(c, str) else c for c in spec.observation_spaces)
-        if not isinstance(space, accepted):
-            return "/".join(cls.__name__ for cls in accepted) + " observations"
-    if spec.observation_check is None:
-        return None
-    need = guarded(spec.plugin, f"algorithm {spec.name!r} (its observation_check)", spec.observation_check, space)
-    if need is not None and not isinstance(need, str):
-        raise PluginRunError(f"plugin {spec.plugin!r} failed in algorithm {spec.name!r} (its observation_check): "
-                             f"it returned {type(need).__name__}, not None or a phrase saying what it needs; "
-                             "fix the plugin")
-    return need or None
-
-
-def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
-    """Refuses, before anything is written, a pair the algorithm's registration rules out (one line)."""
-    for agent, space in env_spec.observation_spaces.items():
-        if not isinstance(space, _ARRAY_SPACES):
-            raise IncompatibleError(
-                f"{env_spec.name} gives agent {agent!r} {type(space).__name__} observations ({space}); rlf batches "
-                "observations as arrays (Box, Discrete, MultiBinary, MultiDiscrete): wrap the env to flatten them "
-                "(gymnasium.wrappers.FlattenObservation) in an environment plugin, or choose another environment")
-        need = _observation_need(spec, space)
-        if need:
-            raise IncompatibleError(
-                f"algorithm {spec.name!r} reads {need}, but {env_spec.name} gives agent {agent!r} {space}; "
-                "choose an environment with such observations (or wrap this one in an environment plugin), "
-                "or another algorithm")
-    for agent, kind in action_kinds(env_spec).items():
-        if kind not in spec.action_spaces:
-            space = env_spec.action_spaces[agent]
-            raise IncompatibleError(
-                f"algorithm {spec.name!r} supports {'/'.join(spec.action_spaces)} action spaces, but "
-                f"{env_spec.name} gives agent {agent!r} {space}; choose an environment with "
-                f"{spec.action_spaces[0]} actions or another algorithm")
-    if env_spec.multi_agent and not spec.multi_agent:
-        raise IncompatibleError(f"algorithm {spec.name!r} is single-agent only and {env_spec.name} is multi-agent; "
-                                "choose a single-agent environment")
 
 
 class Algorithm:
@@ -365,7 +214,7 @@ class Algorithm:
         ckpt.atomic_write(files.claim(self.run_dir, RUN_FILE), lambda h: h.write(json.dumps(data, indent=2).encode()))
 
     def _checkpoint_state(self, trainer_state: dict[str, Any]) -> dict[str, Any]:
-        from rlf import __version__
+        from rlf.version import __version__
 
         versions = self.registry.plugin_versions()
         algorithm, environment = self.resolved.algorithm.plugin, self.resolved.environment.plugin
@@ -472,7 +321,6 @@ def _render_fps(envs) -> int:
 
 
 def _render(envs):
-    import gymnasium
 
     try:
         frame = envs.render()
@@ -513,97 +361,4 @@ def make(algorithm: str, env: str | None = None, *, config_file: Path | None = N
                              registry=registry), registry=registry)
 
 
-WEIGHTS_ONLY = "agent-weights"
-"""The ``contents`` of a file ``export`` wrote: the agent's state and the config, nothing to resume from."""
-
-
-def _checkpoint_of(path: Path) -> tuple[Path, Path | None]:
-    """(the checkpoint file, the run directory or None) for a run directory or a checkpoint file."""
-    run_dir = None
-    if path.is_dir():
-        run_dir = path
-        if not (path / RUN_FILE).is_file():
-            raise CheckpointError(f"{path} is not an rlf run directory (no {RUN_FILE}); "
-                                  "pass the directory `rlf train` created")
-        path = path / CHECKPOINT_FILE
-        if not path.is_file():
-            again = " --overwrite" if rundir.holds_run(run_dir) else ""  # no data: a new run replaces it unasked
-            raise CheckpointError(f"run directory {run_dir} has no checkpoint yet (it stopped before its first "
-                                  f"one); start it again with `rlf train ALGO --run-dir {run_dir}{again}`")
-    elif not path.exists():
-        raise CheckpointError(f"{path} does not exist; pass a run directory or a checkpoint file")
-    return path, run_dir
-
-
-def load(path: Path | str, registry: Registry | None = None, overrides: Iterable[str] = ()) -> Algorithm:
-    """An Algorithm from a checkpoint file or a run directory; training continues from it (not from
-    an exported agent, which can only be evaluated)."""
-    path, run_dir = _checkpoint_of(Path(path))
-    try:
-        state = ckpt.load(path)
-        checked = run_state.validate_state(path, state)
-    except CheckpointError as exc:
-        if run_dir is None:
-            raise
-        raise CheckpointError(f"{exc}{_previous_hint(path)}") from None
-    config = {section: dict(values) for section, values in state["config"].items()}
-    _refuse_changed_names(config["run"], parse_overrides(overrides))
-    changed = parse_overrides(overrides)["run"]
-    vector = changed.get("vector")
-    if vector is not None and vector != config["run"].get("vector"):
-        config.pop("collector", None)  # the saved settings were for the collector being replaced
-    for kind in ("logger", "callback"):  # keep the saved settings of those the resume still selects
-        if isinstance(changed.get(f"{kind}s"), list) and isinstance(config.get(kind), dict):
-            config[kind] = {name: values for name, values in config[kind].items() if name in changed[f"{kind}s"]}
-    # A checkpoint file's stored run directory is never trusted as a place to write: it may be someone
-    # else's run, or a path chosen by whoever made the file. Training a loaded file starts a new run
-    # directory (the default name, or run_dir= in overrides); a loaded run directory continues itself.
-    config["run"]["run_dir"] = str(run_dir) if run_dir is not None else None
-    registry = registry or default_registry()
-    resolved = resolve(checked.config.run.algorithm, checked.config.run.env, config=config, overrides=overrides,
-                       registry=registry)
-    algo = Algorithm(resolved, run_dir=run_dir or resolved.run.run_dir, registry=registry)
-    algo._continues = run_dir is not None
-    algo.counters = dict(checked.counters)
-    algo._agent_state = state["strategy"]["agent"]
-    algo._pending = state
-    algo._weights_only = state.get("contents") == WEIGHTS_ONLY
-    return algo
-
-
-def export(source: Path | str, target: Path | str, overwrite: bool = False) -> dict[str, Any]:
-    """Write the agent of a run (its latest checkpoint) or of a checkpoint file to ``target``: the
-    weights and the config, without the learner's optimizer, replay buffer, env or RNG state. The file
-    is what ``rlf eval`` needs to play, a fraction of a checkpoint's size, and cannot be resumed."""
-    path, _ = _checkpoint_of(Path(source))
-    target = Path(target)
-    if target.suffix != ".rlf":
-        raise ConfigError(f"{target}: name the exported agent <name>.rlf (what rlf eval reads)")
-    if target.is_dir() or target.is_symlink() or (target.exists() and not overwrite):
-        raise ConfigError(f"{target} already exists; pick another name, or pass --overwrite to replace it")
-    if target.resolve() == path.resolve():
-        raise ConfigError(f"{target} is the checkpoint being exported; write the agent to another file")
-    state = ckpt.load(path)
-    checked = run_state.validate_state(path, state)
-    config = {section: dict(values) for section, values in state["config"].items()}
-    config["run"]["run_dir"] = None
-    agent = {key: state[key] for key in ("rlf_version", "plugins", "saved_at") if key in state}
-    agent.update(contents=WEIGHTS_ONLY, config=config, counters=dict(checked.counters), rng=state["rng"],
-                 strategy={"agent": state["strategy"]["agent"], "learner": None})
-    check_tree(agent["strategy"], "strategy", f"the agent of {path}", None)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    ckpt.save(target, agent)
-    return {"path": str(target), "bytes": target.stat().st_size, "checkpoint_bytes": path.stat().st_size,
-            "env_steps": int(checked.counters.get("env_steps", 0))}
-
-
-def _refuse_changed_names(stored: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]]) -> None:
-    """A resumed run keeps its algorithm and environment: a --set that changed them would be ignored
-    or would feed one environment's learning state to another."""
-    for key in ("algorithm", "env"):
-        if key in overrides["run"] and overrides["run"][key] != stored.get(key):
-            raise ConfigError(f"--set {key}={overrides['run'][key]!r} on resume: a resumed run keeps its {key} "
-                              f"({stored.get(key)!r}); start a new run to train another")
-
-
-__all__ = ["Algorithm", "Resolved", "load", "make", "resolve", "check_compatible", "is_multi_agent", "export"]
+__all__ = ["Algorithm", "make"]

@@ -9,7 +9,8 @@ import pytest
 from rlf.cli.commands import main
 from rlf.errors import ConfigError
 from rlf.experiments.results import compare, find_runs
-from rlf.experiments.runner import load_experiment, run_experiment
+from rlf.experiments.runner import run_experiment
+from rlf.experiments.spec import load_experiment
 
 EXPERIMENT = """
 [experiment]

@@ -130,7 +130,7 @@ def _stdout_closed() -> bool:
 
 
 def _train(args) -> int:
-    from rlf import api
+    from rlf import api, saved
     from rlf.errors import ConfigError, EnvWorkerError, PluginRunError
     from rlf.training.trainer import Interrupted
 
@@ -146,7 +146,7 @@ def _train(args) -> int:
         if args.algorithm or args.env or args.config or args.run_dir is not None or args.overwrite:
             raise ConfigError("--resume continues a run as it was configured; drop ALGORITHM, --env, --config, "
                               "--run-dir and --overwrite (only --steps and --set may change)")
-        algo = api.load(args.resume, overrides=overrides)
+        algo = saved.load(args.resume, overrides=overrides)
         algo.check()
         print(f"resuming {algo.run_dir} at env step {algo.counters.get('env_steps', 0)}", file=sys.stderr)
     else:
@@ -164,8 +164,8 @@ def _train(args) -> int:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (EnvWorkerError, PluginRunError) as exc:
-        saved = (algo.run_dir / "checkpoint.rlf").is_file()
-        note = (f"the last checkpoint is intact: continue with rlf train --resume {algo.run_dir}" if saved
+        intact = (algo.run_dir / "checkpoint.rlf").is_file()
+        note = (f"the last checkpoint is intact: continue with rlf train --resume {algo.run_dir}" if intact
                 else "no checkpoint had been written yet")
         if isinstance(exc, PluginRunError):
             note = f"fix or remove the plugin; {note}"
@@ -193,9 +193,9 @@ def _refuse_twice_set(args) -> None:
 
 
 def _eval(args) -> int:
-    from rlf import api
+    from rlf import saved
 
-    algo = api.load(args.run)
+    algo = saved.load(args.run)
     result = algo.evaluate(episodes=args.episodes, record=args.record, tensorboard=args.tensorboard,
                            stochastic=args.stochastic)
     if args.json:
@@ -209,9 +209,9 @@ def _eval(args) -> int:
 
 
 def _export(args) -> int:
-    from rlf import api
+    from rlf import saved
 
-    done = api.export(args.run, args.file, overwrite=args.overwrite)
+    done = saved.export(args.run, args.file, overwrite=args.overwrite)
     print(f"exported {done['path']}: the agent at env step {done['env_steps']:,}, {done['bytes'] / 1024:.0f} KiB "
           f"(the checkpoint: {done['checkpoint_bytes'] / 1024:.0f} KiB); play it with `rlf eval {done['path']}`")
     return 0
@@ -267,10 +267,10 @@ def _plugins(args) -> int:
 
 
 def _config(args) -> int:
-    from rlf.api import resolve
     from rlf.config import RunConfig, describe, validate
     from rlf.errors import ConfigError
     from rlf.plugins.loading import registry
+    from rlf.resolve import resolve
 
     if args.algorithm:
         resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides)

@@ -27,7 +27,7 @@ PACKAGE_DIR = "PACKAGE"
 def names(name: str) -> dict[str, str]:
     """The names one plugin NAME stands for, as the templates use them."""
     snake = name.replace("-", "_")
-    from rlf import __version__
+    from rlf.version import __version__
 
     major, minor = (int(part) for part in __version__.split(".")[:2])
     return {

@@ -45,7 +45,7 @@ class Collector:
     config: Any = None
     build_actor_pool: Callable[..., Any] | None = None
     """Where the off-policy strategy's actors (``algo.actors > 0``) run when this collector is selected:
-    ``build_actor_pool(job, config) -> rlf.training.off_policy.ActorPool``; None: forked local processes."""
+    ``build_actor_pool(job, config) -> rlf.training.actors.ActorPool``; None: forked local processes."""
     plugin: str = "rlf"
     """The plugin that registered it, named when its builder fails."""
 

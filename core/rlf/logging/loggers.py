@@ -122,7 +122,7 @@ class ProgressLogger(Logger):
         self.bar = Progress(run.steps, trainer.counters["env_steps"], run.progress, f"{run.algorithm} on {run.env}")
 
     def on_step(self, trainer, result) -> None:
-        from rlf.training.trainer import episode_means
+        from rlf.logging.means import episode_means
 
         self.bar.update(result.env_steps, lambda: {**trainer.latest, **episode_means(trainer.recent)})
 

@@ -79,7 +79,7 @@ def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any
     for name, load, dist in candidates:
         info = PluginInfo(name, getattr(dist, "name", None), getattr(dist, "version", None))
         if name == "rlf":
-            from rlf import __version__
+            from rlf.version import __version__
 
             info.distribution, info.version = "rlf", __version__
         registry.plugins[name] = info

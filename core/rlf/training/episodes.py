@@ -4,8 +4,6 @@ and their averages for the logs.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from rlf.envs.base import StepBatch
@@ -96,16 +94,3 @@ class EpisodeTracker:
         self.steps = 0
         self.started = [-length for length in lengths]
         self.dropped = int(state["dropped"])
-
-
-def average_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Mean of each key over the rows that have it."""
-    if rows:
-        keys = rows[0].keys()
-        if all(row.keys() == keys for row in rows):  # the common case (a learner reporting each step)
-            return {key: math.fsum([row[key] for row in rows]) / len(rows) for key in keys}
-    totals: dict[str, list[float]] = {}
-    for row in rows:
-        for key, value in row.items():
-            totals.setdefault(key, []).append(float(value))
-    return {key: math.fsum(values) / len(values) for key, values in totals.items()}

@@ -1,160 +1,35 @@
-"""Off-policy: act, hand every step's transitions to the learner (which keeps the replay and learns
-from samples), advance exploration per step and per finished episode.
-
-With ``actors > 0`` acting overlaps learning. Each actor process steps its own ``num_envs`` envs
-(built from the picklable env factory, seeded apart) with its own copy of the agent, and sends chunks
-of steps to this process. Here every step is handed to ``learner.learn`` as before, the agent's
-exploration advances by the actors' steps, and ``learner.weights()`` is pushed to every actor each
-``actor_sync_interval`` env steps. The learner sees one vector of ``actors * num_envs`` envs (that is
-the ``num_envs`` of the env spec it is built with): actor ``i`` owns rows ``i*num_envs`` to
-``(i+1)*num_envs - 1``, and in each ``Transitions`` only the rows of the actor that sent it are
-alive. Actors step their envs in-process; the run's collector (``run.vector``) is what
-``actors = 0`` steps, and, if it offers an actor pool (``build_actor_pool``, e.g. ``vector = "ray"``),
-where the actors run; otherwise they are forked local processes.
-
-Actor mode takes chunks as they come and actors load pushed weights whenever they arrive, so it is
-not reproducible step for step; ``actors = 0`` is, and so is ``actor_lockstep = true``: the learner
-takes one chunk from each actor in turn, and an actor starts its next chunk only when its previous
-one was taken, with the weights pushed by then. Every pool runs the same ``ActorWorker``, so in
-lockstep local and Ray actors hand the learner the same transitions.
-
-Actors are supervised: one that dies, or makes no progress (a chunk, or a try to hand one over) for
-``run.env_timeout`` seconds, stops the run with an ``EnvWorkerError`` naming it (see ``_check_actors``).
-
-Weights pushed to actors are loaded with ``agent.load_state_dict``; an agent whose state carries an
-action RNG should leave it out of ``learner.weights()`` so each actor keeps its own stream.
+"""The off-policy strategy family: every step's transitions go to the learner (its replay buffer),
+exploration follows the algorithm's epsilon schedule, and with ``algo.actors > 0`` experience comes
+from actor processes (``actors.py``) or an actor pool a collector plugin provides.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import queue
-import signal
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from rlf.envs.base import describe_env
-from rlf.envs.collectors import make_vector_env
 from rlf.envs.workers import exit_description
 from rlf.errors import EnvWorkerError
-from rlf.interfaces import BuildContext, StateTree, Transitions
+from rlf.interfaces import StateTree, Transitions
+from rlf.logging.means import average_metrics
 from rlf.plugins.specs import StrategyFamily
-from rlf.training.episodes import EpisodeTracker, average_metrics
+from rlf.training.actors import (
+    ACTOR_SEED_STRIDE,
+    CHUNK_ENV_STEPS,
+    QUEUE_POLL_S,
+    ActorJob,
+    ActorPool,
+    _drain,
+    _run_actor,
+)
+from rlf.training.episodes import EpisodeTracker
 from rlf.training.startup import plugin_call
 from rlf.training.strategy import BaseStrategy, StepResult, say_fresh_episodes
-
-CHUNK_ENV_STEPS = 64
-"""Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""
-
-ACTOR_SEED_STRIDE = 104_729
-"""Seed distance between actors: more than any vector of envs (seeds seed..seed+num_envs-1) spans."""
-
-QUEUE_POLL_S = 1.0
-
-
-@dataclass
-class ActorJob:
-    """What an actor pool needs to start a run's actors; picklable, to ship to other machines."""
-
-    algorithm: Any
-    """The registered algorithm: ``algorithm.build_agent(context)`` builds each actor's agent copy."""
-    env_name: str
-    env_factory: Any
-    context: BuildContext
-    """The learner's; each actor builds with its own seed and env spec (``context.run.num_envs`` envs)."""
-    seeds: list[int]
-    """Actor ``i`` seeds its agent with ``seeds[i]`` and resets its envs from it."""
-    weights: StateTree
-    """The learner's weights at the start: every actor loads them before its first chunk."""
-    lockstep: bool = False
-    """``collect`` takes actors in turn and an actor starts a chunk only when the previous was taken."""
-
-    @property
-    def count(self) -> int:
-        return len(self.seeds)
-
-
-class ActorPool(Protocol):
-    """The off-policy strategy's only view of actors hosted elsewhere (the seam a collector's
-    ``build_actor_pool(job, config)`` fills; every actor is an ``ActorWorker``, started on ``job.weights``)."""
-
-    restarts: int
-    """Actors restarted so far (logged as ``actor_restarts``)."""
-
-    def collect(self) -> tuple[int, dict[str, Any]]:
-        """The next chunk as ``(actor index, ActorWorker.chunk())``, arrays owned by this process.
-
-        Lockstep: actor 0's, 1's, ... in turn; an actor's next chunk starts at the first ``collect``
-        after its previous one was returned, with the weights pushed by then. Otherwise: whichever
-        is ready. Raises an ``rlf.errors.RlfError`` (one line) when actors are lost for good."""
-
-    def push(self, weights: StateTree) -> None:
-        """The learner's new weights, for every actor's next chunk."""
-
-    def close(self) -> None: ...
-
-
-class ActorWorker:
-    """One actor: own envs (in this process) and own agent copy; each ``chunk()`` steps them
-    ``chunk_steps`` times. Local processes and every actor pool run this same code, so the same
-    seed and weights give the same transitions wherever an actor runs."""
-
-    def __init__(self, job: ActorJob, seed: int):
-        run = job.context.run
-        self.envs = make_vector_env(job.env_name, job.env_factory, run.num_envs, subprocess=False)
-        try:
-            context = replace(job.context, env_spec=self.envs.spec, seed=seed, device="cpu")
-            self.agent = job.algorithm.build_agent(context)
-            spec = self.envs.spec
-            self.tracker = EpisodeTracker(spec.agent_ids, self.envs.num_envs, spec.multi_agent)
-            self.chunk_steps = max(1, -(-CHUNK_ENV_STEPS // self.envs.num_envs))
-            self.obs = self.envs.reset(seed=seed)
-        except BaseException:
-            self.envs.close()
-            raise
-
-    def load(self, weights: StateTree) -> None:
-        self.agent.load_state_dict(weights)
-
-    def chunk(self) -> dict[str, Any]:
-        """``chunk_steps`` steps of every env: per-step arrays stacked (steps, n, ...) per field and
-        agent, episode ends, and the episodes that ended as ``(step, row)``."""
-        envs, agent, tracker = self.envs, self.agent, self.tracker
-        agent_ids, n = envs.spec.agent_ids, envs.num_envs
-        columns: dict[str, dict[str, list[np.ndarray]]] = {
-            name: {a: [] for a in agent_ids}
-            for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "alive")}
-        ended_steps: list[np.ndarray] = []
-        episodes: list[tuple[int, dict[str, float]]] = []
-        obs = self.obs
-        for t in range(self.chunk_steps):
-            acting = agent.act(obs, explore=True)
-            batch = envs.step(acting.actions)
-            for name, source in (("obs", obs), ("actions", acting.actions), ("rewards", batch.rewards),
-                                 ("next_obs", batch.next_obs), ("terminated", batch.terminated),
-                                 ("truncated", batch.truncated), ("alive", batch.alive)):
-                for a in agent_ids:
-                    columns[name][a].append(np.asarray(source[a]))
-            ended = batch.episode_ended
-            ended_steps.append(ended.copy())
-            if batch.ended_envs:
-                episodes.extend((t, row) for row in tracker.update(batch, agent.metrics()))
-                agent.reset_state(ended)
-            else:
-                tracker.update(batch)
-            agent.on_progress(n, len(batch.ended_envs))
-            obs = batch.obs
-        self.obs = obs
-        return {"steps": self.chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
-                "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}
-                           for name, per_agent in columns.items()}}
-
-    def close(self) -> None:
-        self.envs.close()
 
 
 class OffPolicyStrategy(BaseStrategy):
@@ -395,77 +270,3 @@ def _widen(array: np.ndarray, rows: slice, total: int) -> np.ndarray:
     full = np.zeros((total, *array.shape[1:]), dtype=array.dtype)
     full[rows] = array
     return full
-
-
-def _drain(reports) -> None:
-    try:
-        while True:
-            reports.get_nowait()
-    except (queue.Empty, OSError, ValueError):
-        pass
-
-
-def _latest(inbox) -> Any:
-    latest = None
-    try:
-        while True:
-            latest = inbox.get_nowait()
-    except queue.Empty:
-        pass
-    return latest
-
-
-def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
-    """An actor process: an ``ActorWorker`` sending chunks and loading pushed weights."""
-    reports, stop, heartbeats = strategy._reports, strategy._stop, strategy._heartbeats
-    # Ctrl-C reaches the whole process group: the main process checkpoints and stops the actors
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
-    lockstep = strategy._lockstep
-
-    def running() -> bool:
-        return not stop.is_set() and os.getppid() == parent
-
-    try:
-        strategy.learner.worker_init()
-        # in-process envs: a daemonic actor may not start env subprocesses of its own
-        worker = ActorWorker(strategy._job, seed)
-        worker.load(inbox.get())
-        first = True
-        while running():
-            heartbeats[index] = time.monotonic()
-            if lockstep and not first:  # wait for the learner to take the last chunk: None keeps the weights
-                weights = _await(inbox, running, lambda: heartbeats.__setitem__(index, time.monotonic()))
-                if weights is _STOPPED:
-                    break
-            else:
-                weights = None if lockstep else _latest(inbox)
-            first = False
-            if weights is not None:
-                worker.load(weights)
-            chunk = worker.chunk()
-            while running():
-                heartbeats[index] = time.monotonic()  # waiting on the learner is no hang
-                try:
-                    reports.put(("chunk", (index, chunk)), timeout=QUEUE_POLL_S)
-                    break
-                except queue.Full:
-                    continue
-        worker.close()
-    except Exception as exc:  # noqa: BLE001 - reported to the main process, which raises it
-        reports.put(("error", f"actor {index}: {type(exc).__name__}: {exc}"))
-
-
-_STOPPED = object()
-
-
-def _await(inbox, running, alive) -> Any:
-    """The next message, or ``_STOPPED`` once the run stops; ``alive()`` each poll (waiting on the
-    learner is no hang)."""
-    while running():
-        alive()
-        try:
-            return inbox.get(timeout=QUEUE_POLL_S)
-        except queue.Empty:
-            continue
-    return _STOPPED

@@ -18,7 +18,7 @@ from rlf.config import RunConfig
 from rlf.errors import PluginRunError, guarded
 from rlf.finite import check_step, check_weights
 from rlf.logging.callbacks import Callback
-from rlf.training.episodes import average_metrics
+from rlf.logging.means import average_metrics, episode_means
 from rlf.training.strategy import TrainStrategy
 
 
@@ -221,11 +221,3 @@ class _LoopState(BaseModel):
     next_checkpoint: int | None
     pending: list[dict[str, float]] = Field(max_length=1_000_000)
     recent: list[dict[str, float]] = Field(max_length=100)
-
-
-def episode_means(rows) -> dict[str, float]:
-    if not rows:
-        return {}
-    means = average_metrics(list(rows))
-    means.pop("episode", None)
-    return {f"mean_{k}" if not k.startswith("mean") else k: v for k, v in means.items()}

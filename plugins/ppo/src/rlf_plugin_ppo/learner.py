@@ -32,7 +32,7 @@ def clipped_surrogate_loss(log_ratio: torch.Tensor, advantages: torch.Tensor, cl
 
 
 @dataclass
-class AgentBatch:
+class AgentSamples:
     """One agent's rollout, flattened over (T, N), keeping only the steps where the agent was alive."""
 
     indices: np.ndarray
@@ -167,7 +167,7 @@ class PPOLearner(Learner):
         return values
 
     def _flatten(self, rollout: Rollout, agent_id: str, advantages: np.ndarray,
-                 returns: np.ndarray) -> AgentBatch | None:
+                 returns: np.ndarray) -> AgentSamples | None:
         indices = np.flatnonzero(rollout.alive[agent_id].reshape(-1))
         if indices.size == 0:
             return None
@@ -187,7 +187,7 @@ class PPOLearner(Learner):
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
         actions = take(rollout.actions[agent_id]).astype(np.int64) - self.agent.action_offsets[agent_id]
         with_extension = self.extension is not None
-        return AgentBatch(
+        return AgentSamples(
             indices=indices,
             obs=tensor(take(rollout.obs[agent_id])),
             actions=tensor(actions),
@@ -200,7 +200,7 @@ class PPOLearner(Learner):
             explained_variance=explained,
         )
 
-    def _update_agent(self, agent_id: str, batch: AgentBatch, clip: float,
+    def _update_agent(self, agent_id: str, batch: AgentSamples, clip: float,
                       extension_stats: dict[str, list[float]]) -> dict[str, float]:
         """Hook 3: ``epochs`` passes of shuffled minibatches; PPO's loss plus the extension's."""
         config = self.config
@@ -249,7 +249,7 @@ class PPOLearner(Learner):
                 self.optimizer.step()
         return self._means(stats)
 
-    def _update_agent_numpy(self, update: NumpyUpdate, batch: AgentBatch, clip: float,
+    def _update_agent_numpy(self, update: NumpyUpdate, batch: AgentSamples, clip: float,
                             bounds: list[int]) -> dict[str, float]:
         """``_update_agent``'s loop for a network that ``NumpyUpdate`` supports (no extension)."""
         config = self.config
@@ -285,7 +285,7 @@ class PPOLearner(Learner):
         clipped = old_values + (values - old_values).clamp(-self.config.value_clip, self.config.value_clip)
         return 0.5 * torch.max((values - returns).pow(2), (clipped - returns).pow(2)).mean()
 
-    def _minibatch(self, agent_id: str, batch: AgentBatch, chunk: np.ndarray, rows: torch.Tensor) -> Minibatch:
+    def _minibatch(self, agent_id: str, batch: AgentSamples, chunk: np.ndarray, rows: torch.Tensor) -> Minibatch:
         return Minibatch(agent_id=agent_id, obs=batch.obs[rows], next_obs=batch.next_obs[rows],
                          actions=batch.actions[rows],
                          indices=torch.as_tensor(batch.indices[chunk], device=self.device),

@@ -34,7 +34,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
 from rlf.errors import EnvWorkerError
-from rlf.training.off_policy import ActorJob, ActorWorker
+from rlf.training.actors import ActorJob, ActorWorker
 
 from .collector import (
     RESTART_SEED_STRIDE,
@@ -103,7 +103,7 @@ class _Actor:
 
 
 class RayActorPool:
-    """``job.count`` off-policy actors on Ray (an ``rlf.training.off_policy.ActorPool``)."""
+    """``job.count`` off-policy actors on Ray (an ``rlf.training.actors.ActorPool``)."""
 
     def __init__(self, job: ActorJob, config: RayCollectorConfig):
         self.config = config

@@ -1,0 +1,169 @@
+"""From names and settings to one validated run configuration (``Resolved``): the registry's plugins,
+config files, ``--set`` overrides, and whether the algorithm fits the environment's spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+from pydantic import BaseModel
+
+from rlf.config import (
+    SECTIONS,
+    AlgorithmConfig,
+    EnvConfig,
+    RunConfig,
+    load_toml,
+    merge,
+    parse_overrides,
+    validate,
+)
+from rlf.envs.base import action_kinds
+from rlf.errors import ConfigError, IncompatibleError, PluginRunError, guarded
+from rlf.plugins.loading import registry as default_registry
+from rlf.plugins.specs import (
+    AlgorithmSpec,
+    CollectorSpec,
+    EnvironmentSpec,
+    Registry,
+    StrategySpec,
+)
+
+
+@dataclass
+class Resolved:
+    run: RunConfig
+    algo: AlgorithmConfig
+    env: EnvConfig
+    algorithm: AlgorithmSpec
+    environment: EnvironmentSpec
+    collector: BaseModel
+    """The ``[collector]`` settings, validated against the selected collector's model."""
+    collector_spec: CollectorSpec
+    """The collector ``run.vector`` selected (``auto`` resolved)."""
+    strategy: StrategySpec
+    """The strategy family the algorithm runs on."""
+    loggers: dict[str, BaseModel] = field(default_factory=dict)
+    """``run.loggers`` in order, each with its validated ``[logger.<name>]`` settings."""
+    callbacks: dict[str, BaseModel] = field(default_factory=dict)
+    """``run.callbacks`` in order, each with its validated ``[callback.<name>]`` settings."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run": self.run.model_dump(mode="json"), "algo": self.algo.model_dump(mode="json"),
+                "env": self.env.model_dump(mode="json"), "collector": self.collector.model_dump(mode="json"),
+                "logger": {name: value.model_dump(mode="json") for name, value in self.loggers.items()},
+                "callback": {name: value.model_dump(mode="json") for name, value in self.callbacks.items()}}
+
+
+def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
+            overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
+            registry: Registry | None = None) -> Resolved:
+    """Defaults < the algorithm's run defaults < ``config`` dict < TOML file < ``--set`` overrides."""
+    registry = registry or default_registry()
+    if not isinstance(algorithm, str) or not algorithm:
+        raise ConfigError(f"algorithm must be a name (see `rlf list`), not {algorithm!r}")
+    spec = registry.algorithm(algorithm)
+    strategy = registry.strategy(spec.family, spec)
+    layered: dict[str, Any] = {section: {} for section in SECTIONS}
+    layered["run"].update(spec.run_defaults)
+    for layer in (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides)):
+        unknown = set(layer) - set(SECTIONS)
+        if unknown:
+            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}")
+        layered = merge(layered, layer)
+    _check_chosen_names(algorithm, layered["run"])
+    if env and layered["run"].get("env") not in (None, env):
+        raise ConfigError(f"--env {env} conflicts with run.env={layered['run']['env']!r} from the config; "
+                          "keep one of them")
+    env_name = env or layered["run"].get("env") or spec.default_env
+    if not env_name:
+        raise ConfigError(f"algorithm {algorithm!r} has no default environment; pass --env ENV (see `rlf list`)")
+    layered["run"]["algorithm"], layered["run"]["env"] = algorithm, env_name
+    environment = registry.environment(env_name)
+    if environment.prefix:
+        layered["env"].setdefault("id", env_name.split(":", 1)[1])
+    run = validate(RunConfig, layered["run"], "run")
+    collector = registry.collector(run.vector, environment)
+    return Resolved(run, validate(spec.config, layered["algo"], "algo"),
+                    validate(environment.config, layered["env"], "env"), spec, environment,
+                    validate(collector.config, layered["collector"], "collector"), collector, strategy,
+                    _named_settings("logger", run.loggers, registry.logger, layered["logger"]),
+                    _named_settings("callback", run.callbacks, registry.callback, layered["callback"]))
+
+
+def _named_settings(kind: str, names: list[str], lookup, settings: Mapping[str, Any]) -> dict[str, BaseModel]:
+    """Each selected logger's (or callback's) validated settings; settings for one not selected are an error."""
+    stray = sorted(set(settings) - set(names))
+    if stray:
+        raise ConfigError(f"[{kind}.{stray[0]}] configures a {kind} that run.{kind}s does not select "
+                          f"({names}); add it to run.{kind}s or remove the settings")
+    resolved = {}
+    for name in names:
+        values = settings.get(name, {})
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{kind}.{name} must be a table of settings, e.g. --set {kind}.{name}.key=value")
+        resolved[name] = validate(lookup(name).config, values, f"{kind}.{name}")
+    return resolved
+
+
+def _check_chosen_names(algorithm: str, run: Mapping[str, Any]) -> None:
+    """run.algorithm is chosen on the command line; a different one in a file or --set would be ignored."""
+    chosen = run.get("algorithm", algorithm)
+    if chosen != algorithm:
+        raise ConfigError(f"run.algorithm={chosen!r} conflicts with the algorithm being trained ({algorithm!r}); "
+                          "the algorithm is chosen on the command line (rlf train ALGO): drop run.algorithm")
+    env = run.get("env")
+    if env is not None and (not isinstance(env, str) or not env.strip()):
+        raise ConfigError(f"run.env must be an environment name such as \"gym:CartPole-v1\" (see `rlf list`), "
+                          f"not {env!r}; pass it with --env")
+
+
+_ARRAY_SPACES = (gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spaces.MultiBinary,
+                 gymnasium.spaces.MultiDiscrete)
+"""Observation spaces the core batches as (N, ...) arrays."""
+
+
+def _observation_need(spec: AlgorithmSpec, space: gymnasium.Space) -> str | None:
+    """What the algorithm declared it needs and ``space`` lacks, as a phrase; None when it can read it."""
+    if spec.observation_spaces is not None:
+        accepted = tuple(getattr(gymnasium.spaces, c) if isinstance(c, str) else c for c in spec.observation_spaces)
+        if not isinstance(space, accepted):
+            return "/".join(cls.__name__ for cls in accepted) + " observations"
+    if spec.observation_check is None:
+        return None
+    need = guarded(spec.plugin, f"algorithm {spec.name!r} (its observation_check)", spec.observation_check, space)
+    if need is not None and not isinstance(need, str):
+        raise PluginRunError(f"plugin {spec.plugin!r} failed in algorithm {spec.name!r} (its observation_check): "
+                             f"it returned {type(need).__name__}, not None or a phrase saying what it needs; "
+                             "fix the plugin")
+    return need or None
+
+
+def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
+    """Refuses, before anything is written, a pair the algorithm's registration rules out (one line)."""
+    for agent, space in env_spec.observation_spaces.items():
+        if not isinstance(space, _ARRAY_SPACES):
+            raise IncompatibleError(
+                f"{env_spec.name} gives agent {agent!r} {type(space).__name__} observations ({space}); rlf batches "
+                "observations as arrays (Box, Discrete, MultiBinary, MultiDiscrete): wrap the env to flatten them "
+                "(gymnasium.wrappers.FlattenObservation) in an environment plugin, or choose another environment")
+        need = _observation_need(spec, space)
+        if need:
+            raise IncompatibleError(
+                f"algorithm {spec.name!r} reads {need}, but {env_spec.name} gives agent {agent!r} {space}; "
+                "choose an environment with such observations (or wrap this one in an environment plugin), "
+                "or another algorithm")
+    for agent, kind in action_kinds(env_spec).items():
+        if kind not in spec.action_spaces:
+            space = env_spec.action_spaces[agent]
+            raise IncompatibleError(
+                f"algorithm {spec.name!r} supports {'/'.join(spec.action_spaces)} action spaces, but "
+                f"{env_spec.name} gives agent {agent!r} {space}; choose an environment with "
+                f"{spec.action_spaces[0]} actions or another algorithm")
+    if env_spec.multi_agent and not spec.multi_agent:
+        raise IncompatibleError(f"algorithm {spec.name!r} is single-agent only and {env_spec.name} is multi-agent; "
+                                "choose a single-agent environment")

@@ -1,0 +1,205 @@
+"""Off-policy actors: processes that step their own envs with the learner's latest weights and send
+chunks of transitions back, the ``ActorPool`` contract a collector plugin (Ray) implements, and the
+wire format of one actor's job.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from rlf.envs.collectors import make_vector_env
+from rlf.interfaces import BuildContext, StateTree
+from rlf.training.episodes import EpisodeTracker
+
+if TYPE_CHECKING:  # the strategy forks actors from itself: a type, not an import cycle
+    from rlf.training.off_policy import OffPolicyStrategy
+
+CHUNK_ENV_STEPS = 64
+"""Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""
+
+ACTOR_SEED_STRIDE = 104_729
+"""Seed distance between actors: more than any vector of envs (seeds seed..seed+num_envs-1) spans."""
+
+QUEUE_POLL_S = 1.0
+
+
+@dataclass
+class ActorJob:
+    """What an actor pool needs to start a run's actors; picklable, to ship to other machines."""
+
+    algorithm: Any
+    """The registered algorithm: ``algorithm.build_agent(context)`` builds each actor's agent copy."""
+    env_name: str
+    env_factory: Any
+    context: BuildContext
+    """The learner's; each actor builds with its own seed and env spec (``context.run.num_envs`` envs)."""
+    seeds: list[int]
+    """Actor ``i`` seeds its agent with ``seeds[i]`` and resets its envs from it."""
+    weights: StateTree
+    """The learner's weights at the start: every actor loads them before its first chunk."""
+    lockstep: bool = False
+    """``collect`` takes actors in turn and an actor starts a chunk only when the previous was taken."""
+
+    @property
+    def count(self) -> int:
+        return len(self.seeds)
+
+
+class ActorPool(Protocol):
+    """The off-policy strategy's only view of actors hosted elsewhere (the seam a collector's
+    ``build_actor_pool(job, config)`` fills; every actor is an ``ActorWorker``, started on ``job.weights``)."""
+
+    restarts: int
+    """Actors restarted so far (logged as ``actor_restarts``)."""
+
+    def collect(self) -> tuple[int, dict[str, Any]]:
+        """The next chunk as ``(actor index, ActorWorker.chunk())``, arrays owned by this process.
+
+        Lockstep: actor 0's, 1's, ... in turn; an actor's next chunk starts at the first ``collect``
+        after its previous one was returned, with the weights pushed by then. Otherwise: whichever
+        is ready. Raises an ``rlf.errors.RlfError`` (one line) when actors are lost for good."""
+
+    def push(self, weights: StateTree) -> None:
+        """The learner's new weights, for every actor's next chunk."""
+
+    def close(self) -> None: ...
+
+
+class ActorWorker:
+    """One actor: own envs (in this process) and own agent copy; each ``chunk()`` steps them
+    ``chunk_steps`` times. Local processes and every actor pool run this same code, so the same
+    seed and weights give the same transitions wherever an actor runs."""
+
+    def __init__(self, job: ActorJob, seed: int):
+        run = job.context.run
+        self.envs = make_vector_env(job.env_name, job.env_factory, run.num_envs, subprocess=False)
+        try:
+            context = replace(job.context, env_spec=self.envs.spec, seed=seed, device="cpu")
+            self.agent = job.algorithm.build_agent(context)
+            spec = self.envs.spec
+            self.tracker = EpisodeTracker(spec.agent_ids, self.envs.num_envs, spec.multi_agent)
+            self.chunk_steps = max(1, -(-CHUNK_ENV_STEPS // self.envs.num_envs))
+            self.obs = self.envs.reset(seed=seed)
+        except BaseException:
+            self.envs.close()
+            raise
+
+    def load(self, weights: StateTree) -> None:
+        self.agent.load_state_dict(weights)
+
+    def chunk(self) -> dict[str, Any]:
+        """``chunk_steps`` steps of every env: per-step arrays stacked (steps, n, ...) per field and
+        agent, episode ends, and the episodes that ended as ``(step, row)``."""
+        envs, agent, tracker = self.envs, self.agent, self.tracker
+        agent_ids, n = envs.spec.agent_ids, envs.num_envs
+        columns: dict[str, dict[str, list[np.ndarray]]] = {
+            name: {a: [] for a in agent_ids}
+            for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "alive")}
+        ended_steps: list[np.ndarray] = []
+        episodes: list[tuple[int, dict[str, float]]] = []
+        obs = self.obs
+        for t in range(self.chunk_steps):
+            acting = agent.act(obs, explore=True)
+            batch = envs.step(acting.actions)
+            for name, source in (("obs", obs), ("actions", acting.actions), ("rewards", batch.rewards),
+                                 ("next_obs", batch.next_obs), ("terminated", batch.terminated),
+                                 ("truncated", batch.truncated), ("alive", batch.alive)):
+                for a in agent_ids:
+                    columns[name][a].append(np.asarray(source[a]))
+            ended = batch.episode_ended
+            ended_steps.append(ended.copy())
+            if batch.ended_envs:
+                episodes.extend((t, row) for row in tracker.update(batch, agent.metrics()))
+                agent.reset_state(ended)
+            else:
+                tracker.update(batch)
+            agent.on_progress(n, len(batch.ended_envs))
+            obs = batch.obs
+        self.obs = obs
+        return {"steps": self.chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
+                "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}
+                           for name, per_agent in columns.items()}}
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def _drain(reports) -> None:
+    try:
+        while True:
+            reports.get_nowait()
+    except (queue.Empty, OSError, ValueError):
+        pass
+
+
+def _latest(inbox) -> Any:
+    latest = None
+    try:
+        while True:
+            latest = inbox.get_nowait()
+    except queue.Empty:
+        pass
+    return latest
+
+
+def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
+    """An actor process: an ``ActorWorker`` sending chunks and loading pushed weights."""
+    reports, stop, heartbeats = strategy._reports, strategy._stop, strategy._heartbeats
+    # Ctrl-C reaches the whole process group: the main process checkpoints and stops the actors
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    lockstep = strategy._lockstep
+
+    def running() -> bool:
+        return not stop.is_set() and os.getppid() == parent
+
+    try:
+        strategy.learner.worker_init()
+        # in-process envs: a daemonic actor may not start env subprocesses of its own
+        worker = ActorWorker(strategy._job, seed)
+        worker.load(inbox.get())
+        first = True
+        while running():
+            heartbeats[index] = time.monotonic()
+            if lockstep and not first:  # wait for the learner to take the last chunk: None keeps the weights
+                weights = _await(inbox, running, lambda: heartbeats.__setitem__(index, time.monotonic()))
+                if weights is _STOPPED:
+                    break
+            else:
+                weights = None if lockstep else _latest(inbox)
+            first = False
+            if weights is not None:
+                worker.load(weights)
+            chunk = worker.chunk()
+            while running():
+                heartbeats[index] = time.monotonic()  # waiting on the learner is no hang
+                try:
+                    reports.put(("chunk", (index, chunk)), timeout=QUEUE_POLL_S)
+                    break
+                except queue.Full:
+                    continue
+        worker.close()
+    except Exception as exc:  # noqa: BLE001 - reported to the main process, which raises it
+        reports.put(("error", f"actor {index}: {type(exc).__name__}: {exc}"))
+
+
+_STOPPED = object()
+
+
+def _await(inbox, running, alive) -> Any:
+    """The next message, or ``_STOPPED`` once the run stops; ``alive()`` each poll (waiting on the
+    learner is no hang)."""
+    while running():
+        alive()
+        try:
+            return inbox.get(timeout=QUEUE_POLL_S)
+        except queue.Empty:
+            continue
+    return _STOPPED
