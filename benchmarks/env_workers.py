@@ -4,7 +4,7 @@
     python benchmarks/env_workers.py --env MountainCar-v0 --workers 8 --rounds 9 --seconds 2
 
 ``GymVector`` sends each worker its command and reads each answer itself (so one lost worker can be
-replaced without losing its siblings' answers, see core/rlf/envs.py); before, it called Gymnasium's
+replaced without losing its siblings' answers, see core/rlf/envs/); before, it called Gymnasium's
 ``AsyncVectorEnv.step_async`` / ``step_wait`` per group. Both paths run here on the same worker
 processes, in alternating rounds, and build the same ``StepBatch``; the medians and their ratio are
 printed. CartPole steps in microseconds, so this is the worst case for any per-step overhead.
