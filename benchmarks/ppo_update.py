@@ -37,9 +37,8 @@ def main() -> None:
         raise SystemExit(2)
     torch.set_num_threads(1)
     spec = single_spec(num_envs=1)
-    numpy_agent, numpy_learner = make_pair(spec, **SB3_DEFAULTS)
-    torch_agent, torch_learner = make_pair(spec, **SB3_DEFAULTS)
-    torch_learner.numpy_updates.clear()  # autograd and torch's fused Adam
+    numpy_agent, numpy_learner = make_pair(spec, backend="numpy", **SB3_DEFAULTS)
+    torch_agent, torch_learner = make_pair(spec, backend="torch", **SB3_DEFAULTS)  # autograd, torch's fused Adam
     rollout = fake_rollout(numpy_agent, steps=2048)
     learners = {"numpy update": numpy_learner, "torch (autograd, fused Adam)": torch_learner}
     times: dict[str, list[float]] = {name: [] for name in learners}

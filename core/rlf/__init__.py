@@ -55,7 +55,7 @@ _LAZY = {
     "make": ("api", "make"),
     "load": ("saved", "load"),
     "export": ("saved", "export"),
-    "resolve": ("resolve", "resolve"),
+    "resolve": ("resolution", "resolve"),
     "Algorithm": ("api", "Algorithm"),
     "compute_gae": ("training.on_policy", "compute_gae"),
     "ReplayBuffer": ("training.replay", "ReplayBuffer"),

@@ -29,7 +29,7 @@ from rlf.plugins.specs import (
     Registry,
     check_builders,
 )
-from rlf.resolve import Resolved, check_compatible, resolve
+from rlf.resolution import Resolved, check_compatible, resolve
 from rlf.storage import checkpoint as ckpt
 from rlf.storage import files, run_state, rundir
 from rlf.storage.lock import RunDirLock

@@ -18,7 +18,7 @@ from rlf.plugins.loading import registry as default_registry
 from rlf.plugins.specs import (
     Registry,
 )
-from rlf.resolve import resolve
+from rlf.resolution import resolve
 from rlf.storage import checkpoint as ckpt
 from rlf.storage import run_state, rundir
 

@@ -2,7 +2,7 @@ import pytest
 
 from rlf import ConfigError, RunConfig, StrategyFamily, hookimpl
 from rlf.config import load_toml, parse_overrides, parse_value
-from rlf.resolve import resolve
+from rlf.resolution import resolve
 
 
 def test_values_parse_as_toml_else_string():

@@ -97,7 +97,7 @@ def test_classes_may_be_declared_too():
     from gymnasium import spaces
 
     from rlf import EnvSpec, IncompatibleError
-    from rlf.resolve import check_compatible
+    from rlf.resolution import check_compatible
 
     spec = registered((spaces.Discrete, "Box"))
     bits = EnvSpec("bits", ("agent",), {"agent": spaces.MultiBinary(3)}, {"agent": spaces.Discrete(2)}, False, 1)

@@ -270,7 +270,7 @@ def _config(args) -> int:
     from rlf.config import RunConfig, describe, validate
     from rlf.errors import ConfigError
     from rlf.plugins.loading import registry
-    from rlf.resolve import resolve
+    from rlf.resolution import resolve
 
     if args.algorithm:
         resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides)

@@ -28,13 +28,13 @@ from rlf.storage import files, rundir
 def check_runs(experiment: Experiment, registry=None) -> None:
     """Resolve every run (algorithm, environment, settings, ``--set``) and check where it goes, before
     the first one trains: a mistake in the last run must not be found after hours of the others."""
-    from rlf import resolve
     from rlf.errors import RlfError
+    from rlf.resolution import resolve
 
     for run in experiment.runs:
         try:
             config = merge(run.config, {"run": {"run_dir": str(run.path), "progress": False}})
-            resolve.resolve(run.algorithm, experiment.env, config=config, registry=registry)
+            resolve(run.algorithm, experiment.env, config=config, registry=registry)
             _check_place(run)
         except RlfError as exc:
             raise ConfigError(f"run {run.name}: {exc}; nothing was trained") from None

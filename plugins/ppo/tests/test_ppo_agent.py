@@ -171,7 +171,7 @@ def test_cnn_agents_act_on_one_thread_and_learn_on_torchs_default():
 
 
 def test_numpy_acting_samples_the_torch_policy():
-    """The numpy path (small MLPs on the CPU) gives the torch path's log-probs and values and samples
+    """The numpy backend's acting (small MLPs on the CPU) gives the torch path's log-probs and values and samples
     its categorical distribution."""
     import gymnasium as gym
     from rlf_plugin_ppo.config import PPOConfig
@@ -181,7 +181,8 @@ def test_numpy_acting_samples_the_torch_policy():
     from rlf.envs import describe_env
 
     spec = describe_env("gym:CartPole-v1", gym.make("CartPole-v1"), 1)
-    agent = PPOAgent(spec, PPOConfig(), seed=3)
+    assert PPOAgent(spec, PPOConfig(), seed=3).numpy_acting == {}  # the torch backend is the default
+    agent = PPOAgent(spec, PPOConfig(backend="numpy"), seed=3)
     assert rlf.SINGLE_AGENT in agent.numpy_acting
     obs = {rlf.SINGLE_AGENT: np.tile(np.array([[0.1, -0.2, 0.05, 0.3]], np.float32), (4000, 1))}
     fast = agent._act_numpy(obs, explore=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rlf import OnPolicyConfig
 
@@ -46,6 +46,10 @@ class PPOConfig(OnPolicyConfig):
         description="MLP: hidden layer widths (separate actor and critic networks of this shape).")
     activation: Literal["tanh", "relu"] = Field("tanh", description="MLP hidden activation.")
     cnn_features: int = Field(512, ge=16, le=4096, description="CNN: width of the dense layer after the convolutions.")
+    backend: Literal["torch", "numpy"] = Field(
+        "torch", description="How the update is computed: torch (autograd, loss.py: the definition) or numpy "
+                             "(the same maths derived by hand, ~4x less CPU per minibatch for small MLPs on the "
+                             "CPU; no value_clip, no extension, no CNN).")
     torch_threads: int = Field(
         0, ge=0, le=1024,
         description="CPU threads torch uses in this process (0 = auto: 1 for MLPs; for CNNs 1 while acting "
@@ -57,3 +61,9 @@ class PPOConfig(OnPolicyConfig):
         if any(width < 1 or width > 65_536 for width in value):
             raise ValueError("every hidden width must be between 1 and 65536")
         return value
+
+    @model_validator(mode="after")
+    def _numpy_backend(self):
+        if self.backend == "numpy" and self.value_clip > 0:
+            raise ValueError("algo.backend='numpy' does not clip values: set algo.value_clip=0 or algo.backend='torch'")
+        return self

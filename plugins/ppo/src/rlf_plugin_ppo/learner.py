@@ -19,16 +19,9 @@ from rlf.nn.torch_utils import (
 
 from .config import PPOConfig
 from .extension import Minibatch, PPOExtension
+from .loss import STAT_NAMES, ppo_loss
 from .model import PPOAgent, snapshot
-from .numpy_update import NumpyUpdate
-
-STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-
-
-def clipped_surrogate_loss(log_ratio: torch.Tensor, advantages: torch.Tensor, clip: float) -> torch.Tensor:
-    """The negated pessimistic bound: no incentive to move the ratio beyond [1 - clip, 1 + clip]."""
-    ratio = log_ratio.exp()
-    return torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip, 1 + clip)).mean()
+from .numpy_update import NumpyUpdate, check_numpy_backend
 
 
 @dataclass
@@ -88,11 +81,14 @@ class PPOLearner(Learner):
         # default 64x64 networks by a quarter (docs/BENCHMARKS.md). Other devices take torch's default.
         self._fast_kernels = self.device.type in ("cpu", "cuda")
         self.optimizer = torch.optim.Adam(groups, lr=config.lr, eps=config.adam_eps, fused=self._fast_kernels or None)
-        # Small MLPs on the CPU learn in numpy (same maths, a fraction of torch's per-op overhead; see
-        # numpy_update.py); the acting views then follow the parameters into their flat buffer.
-        self.numpy_updates = {agent_id: NumpyUpdate(network, self.optimizer)
-                              for agent_id, network in agent.networks.items()
-                              if NumpyUpdate.supports(network, config.value_clip, extension is not None)}
+        # algo.backend="numpy": small MLPs on the CPU learn with numpy_update.py's hand-derived step (the
+        # same maths as loss.py, a fraction of torch's per-op overhead); the acting views then follow
+        # the parameters into their flat buffer. The torch loop below is the default and the reference.
+        self.numpy_updates: dict[str, NumpyUpdate] = {}
+        if config.backend == "numpy":
+            check_numpy_backend(agent.networks, config, extension)
+            self.numpy_updates = {agent_id: NumpyUpdate(network, self.optimizer)
+                                  for agent_id, network in agent.networks.items()}
         for agent_id in self.numpy_updates:
             if agent_id in agent.numpy_acting:
                 agent.numpy_acting[agent_id].refresh()
@@ -218,19 +214,12 @@ class PPOLearner(Learner):
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
                 chunk, rows = order[start:stop], order_rows[start:stop]
                 logits, values = network(batch.obs[rows])
-                log_probs = torch.log_softmax(logits, dim=-1)
-                new_log_prob = log_probs.gather(1, batch.actions[rows].unsqueeze(1)).squeeze(1)
-                entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
-                log_ratio = new_log_prob - batch.old_log_probs[rows]
-                policy_loss = clipped_surrogate_loss(log_ratio, batch.advantages[rows], clip)
-                value_loss = self._value_loss(values, batch.old_values[rows], batch.returns[rows])
-                loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
-                with torch.no_grad():
-                    ratio = log_ratio.exp()
-                    approx_kl = ((ratio - 1) - log_ratio).mean()
-                    clip_fraction = ((ratio - 1).abs() > clip).float().mean()
-                    stats.append(torch.stack([policy_loss.detach(), value_loss.detach(), entropy.detach(),
-                                              approx_kl, clip_fraction]))
+                loss, step_stats = ppo_loss(
+                    logits, values, batch.actions[rows], batch.old_log_probs[rows], batch.old_values[rows],
+                    batch.advantages[rows], batch.returns[rows], clip=clip, value_coef=config.value_coef,
+                    entropy_coef=config.entropy_coef, value_clip=config.value_clip)
+                stats.append(step_stats)
+                approx_kl = step_stats[3]
                 # Checked before stepping: the policy already moved this far from the one that acted.
                 if config.target_kl > 0 and approx_kl.item() > config.target_kl:
                     return self._means(stats)
@@ -278,12 +267,6 @@ class PPOLearner(Learner):
     @staticmethod
     def _means(stats: list[torch.Tensor]) -> dict[str, float]:
         return dict(zip(STAT_NAMES, torch.stack(stats).mean(dim=0).tolist(), strict=True))
-
-    def _value_loss(self, values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-        if self.config.value_clip <= 0:
-            return 0.5 * (values - returns).pow(2).mean()
-        clipped = old_values + (values - old_values).clamp(-self.config.value_clip, self.config.value_clip)
-        return 0.5 * torch.max((values - returns).pow(2), (clipped - returns).pow(2)).mean()
 
     def _minibatch(self, agent_id: str, batch: AgentSamples, chunk: np.ndarray, rows: torch.Tensor) -> Minibatch:
         return Minibatch(agent_id=agent_id, obs=batch.obs[rows], next_obs=batch.next_obs[rows],

@@ -141,8 +141,9 @@ class PPOAgent(Agent):
         self.action_offsets = {agent_id: int(spec.action_spaces[agent_id].start) for agent_id in spec.agent_ids}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
+        # algo.backend="numpy" acts through numpy views of the same weights (numpy_update.py says why)
         self.numpy_acting = {agent_id: NumpyActing(network) for agent_id, network in self.networks.items()
-                             if NumpyActing.supports(network, self.device)}
+                             if config.backend == "numpy" and NumpyActing.supports(network, self.device)}
 
     def _plan_threads(self) -> TorchThreads:
         # For CNNs acting on one thread matters: a second one cost Mario collection a third of its

@@ -13,8 +13,9 @@ arithmetic with a fraction of the per-op overhead. What stays as in torch:
 - ties of the clipped surrogate's ``max`` are resolved as autograd does (each side gets half, which
   adds up to the unclipped gradient), so gradients agree with autograd to float rounding.
 
-Used for ``MLPActorCritic`` networks with a plain float encoder (what ``NumpyActing`` supports), no
-PPO extension and no value clipping; everything else takes the torch path.
+Opt-in with ``algo.backend="numpy"``, for ``MLPActorCritic`` networks with a plain float encoder (what
+``NumpyActing`` supports), no PPO extension and no value clipping. ``loss.py`` is the definition;
+tests/test_ppo_backends.py fails when a config field changes one backend's update and not the other's.
 """
 
 from __future__ import annotations
@@ -26,6 +27,21 @@ from .model import MLPActorCritic, NumpyActing
 
 # (kind, weight, bias, weight gradient, bias gradient) per Linear; (kind, None, ...) per activation
 Layer = tuple[str, np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray | None]
+
+
+def check_numpy_backend(networks: dict[str, torch.nn.Module], config, extension) -> None:
+    """``algo.backend="numpy"`` covers PPO's MLP on the CPU, without an extension or value clipping
+    (the config refuses that one itself); anything else is one line naming what to change."""
+    from rlf import ConfigError
+
+    if extension is not None:
+        raise ConfigError(f"algo.backend='numpy' runs plain PPO only, not {type(extension).__name__}'s extra loss; "
+                          "set algo.backend='torch'")
+    unsupported = [agent_id for agent_id, network in networks.items() if not NumpyUpdate.supports(network)]
+    if unsupported:
+        raise ConfigError(f"algo.backend='numpy' runs only an MLP on the CPU, and agent {unsupported[0]!r} has "
+                          f"{type(networks[unsupported[0]]).__name__} on "
+                          f"{next(networks[unsupported[0]].parameters()).device.type}; set algo.backend='torch'")
 
 
 class NumpyUpdate:
@@ -54,8 +70,8 @@ class NumpyUpdate:
         self.critic = self._layers(network.critic, views)
 
     @staticmethod
-    def supports(network: torch.nn.Module, value_clip: float, has_extension: bool) -> bool:
-        return (not has_extension and value_clip <= 0 and NumpyActing.supports(network, torch.device("cpu"))
+    def supports(network: torch.nn.Module) -> bool:
+        return (NumpyActing.supports(network, torch.device("cpu"))
                 and all(p.device.type == "cpu" and p.dtype == torch.float32 for p in network.parameters()))
 
     @staticmethod
