@@ -43,12 +43,6 @@ def check_device(name: str) -> None:
         raise ConfigError("device=mps, but MPS is not available here; use --set device=auto or device=cpu")
 
 
-def seed_everything(seed: int) -> None:
-    import torch
-
-    torch.manual_seed(seed)
-
-
 def to_numpy_tree(state: Any) -> Any:
     """A torch state dict (module or optimizer) as a checkpointable tree of numpy arrays.
 

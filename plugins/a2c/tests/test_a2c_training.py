@@ -3,10 +3,10 @@ curves reach the core's stats, its numbers stay finite on the 3v3 grid, and chec
 
 import numpy as np
 import pytest
-from a2c_support import SPARSE, all_finite, assert_trees_equal, random_baseline, read_csv, tail_stats
+from rlf_plugin_actor_critic.testing import SPARSE, random_baseline, tail_stats
 
 import rlf
-from rlf.testing import restore_only
+from rlf.testing import all_finite, assert_trees_equal, read_csv, restore_only
 
 
 def make(tmp_path, env, *overrides):
@@ -28,7 +28,7 @@ def test_a_predator_learns_to_catch_a_random_prey_sooner_and_more_often_than_a_r
     # predator catches in ~27 % of episodes, after ~59 steps.
     algo = make(tmp_path, "predator-prey", *SPARSE, "steps=60000", "seed=0", "log_interval=2000")
     algo.train()
-    baseline = random_baseline(SPARSE)
+    baseline = random_baseline('a2c', SPARSE)
     assert baseline["capture"] < 0.4
     episodes = read_csv(tmp_path / "episodes.csv")
     late = tail_stats(episodes, 200)

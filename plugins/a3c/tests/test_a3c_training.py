@@ -4,9 +4,10 @@ checkpoints of the shared model round-trip."""
 
 import numpy as np
 import pytest
-from a3c_support import SPARSE, all_finite, assert_trees_equal, random_baseline, read_csv, tail_stats
+from rlf_plugin_actor_critic.testing import SPARSE, random_baseline, tail_stats
 
 import rlf
+from rlf.testing import all_finite, assert_trees_equal, read_csv
 
 
 def make(tmp_path, env, *overrides):
@@ -28,7 +29,7 @@ def test_a_predator_learns_to_catch_a_random_prey_sooner_and_more_often_than_a_r
     # episodes in ~14 steps, the greedy one in ~13; a random predator catches in ~27 %, after ~59 steps.
     algo = make(tmp_path, "predator-prey", *SPARSE, "steps=40000", "seed=0", "log_interval=2000")
     algo.train()
-    baseline = random_baseline(SPARSE)
+    baseline = random_baseline('a3c', SPARSE)
     assert baseline["capture"] < 0.4
     episodes = read_csv(tmp_path / "episodes.csv")
     late = tail_stats(episodes, 200)

@@ -3,10 +3,10 @@ curves reach the core's stats, its numbers stay finite on the 3v3 grid, and chec
 
 import numpy as np
 import pytest
-from ac_support import SPARSE, all_finite, assert_trees_equal, random_baseline, read_csv, tail_stats
+from rlf_plugin_actor_critic.testing import SPARSE, random_baseline, tail_stats
 
 import rlf
-from rlf.testing import restore_only
+from rlf.testing import all_finite, assert_trees_equal, read_csv, restore_only
 
 
 def make(tmp_path, env, *overrides):
@@ -27,7 +27,7 @@ def test_a_predator_learns_to_catch_a_random_prey_sooner_and_more_often_than_a_r
     # ~15 steps, the greedy one in ~13; a random predator catches in ~27 %, after ~59 steps.
     algo = make(tmp_path, "predator-prey", *SPARSE, "steps=50000", "num_envs=8", "seed=0", "log_interval=2000")
     algo.train()
-    baseline = random_baseline(SPARSE)
+    baseline = random_baseline('actor-critic', SPARSE)
     assert baseline["capture"] < 0.4
     episodes = read_csv(tmp_path / "episodes.csv")
     late = tail_stats(episodes, 200)

@@ -4,7 +4,7 @@ Names load on first use: the ``rlf`` entry point (``rlf_plugin_dqn.plugin``) imp
 and plugin discovery must not pay for importing torch.
 """
 
-from importlib import import_module
+from rlf.lazy import lazy_exports
 
 _EXPORTS = {
     "DQNAgent": "agent", "DQNConfig": "config", "DQNLearner": "learner", "FrameReplay": "replay",
@@ -12,13 +12,5 @@ _EXPORTS = {
     "build_agent": "factory", "build_learner": "factory",
 }
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -4,7 +4,7 @@ Names load on first use, so discovering the plugin (which imports ``rlf_plugin_i
 therefore this package) does not import torch.
 """
 
-from importlib import import_module
+from rlf.lazy import lazy_exports
 
 _EXPORTS = {
     "ICMConfig": "config",
@@ -13,13 +13,5 @@ _EXPORTS = {
     "build_learner": "learner",
 }
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'rlf_plugin_icm' has no attribute {name!r}")
-    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

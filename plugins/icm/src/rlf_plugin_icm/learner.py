@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.extension import Minibatch, PPOExtension, ReturnScale, flat
+from rlf_plugin_ppo.extension import Minibatch, PPOExtension, ReturnScale, flat, per_agent_modules
 from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout
@@ -31,14 +31,9 @@ class ICMExtension(PPOExtension):
         self.config = config
         self.device = resolve_device(context.device)
         spec = context.env_spec
-        self.keys = {agent: f"agent{index}" for index, agent in enumerate(spec.agent_ids)}
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(context.seed + MODULE_SEED_OFFSET)
-            self.modules = torch.nn.ModuleDict({
-                self.keys[agent]: ICMModule(spec.observation_spaces[agent], int(spec.action_spaces[agent].n),
-                                            config.network, config.feature_dim, config.hidden_size)
-                for agent in spec.agent_ids})
-        self.modules.to(self.device)
+        self.keys, self.modules = per_agent_modules(context, MODULE_SEED_OFFSET, lambda agent: ICMModule(
+            spec.observation_spaces[agent], int(spec.action_spaces[agent].n), config.network,
+            config.feature_dim, config.hidden_size))
         # Rollouts hold the env's action ids; minibatches hold PPO's 0-based ones.
         self.action_offsets = {agent: int(spec.action_spaces[agent].start) for agent in spec.agent_ids}
         self.scales = ({agent: ReturnScale(spec.num_envs, config.gamma) for agent in spec.agent_ids}

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat
+from rlf_plugin_ppo.extension import Minibatch, PPOExtension, flat, per_agent_modules
 from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout
@@ -39,15 +39,9 @@ class KNNExtension(PPOExtension):
         self.device = resolve_device(context.device)
         spec = context.env_spec
         self.agent_ids = spec.agent_ids
-        self.keys = {agent: f"agent{index}" for index, agent in enumerate(spec.agent_ids)}
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(context.seed + MODULE_SEED_OFFSET)
-            self.embeddings = torch.nn.ModuleDict({
-                self.keys[agent]: Embedding(spec.observation_spaces[agent], int(spec.action_spaces[agent].n),
-                                            config.network, config.embedding, config.embedding_dim,
-                                            config.hidden_size)
-                for agent in spec.agent_ids})
-        self.embeddings.to(self.device)
+        self.keys, self.embeddings = per_agent_modules(context, MODULE_SEED_OFFSET, lambda agent: Embedding(
+            spec.observation_spaces[agent], int(spec.action_spaces[agent].n), config.network,
+            config.embedding, config.embedding_dim, config.hidden_size))
         self.memories = {agent: EpisodicMemory(
             spec.num_envs, config.memory_size, config.embedding_dim, self.device, neighbours=config.neighbours,
             kernel_epsilon=config.kernel_epsilon, cluster_distance=config.cluster_distance,

@@ -33,7 +33,7 @@ clarifications written down with the implementation):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-    from rlf import Rollout
+    from rlf import BuildContext, Rollout
 
 
 def flat(array: np.ndarray) -> np.ndarray:
@@ -126,3 +126,20 @@ class PPOExtension:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+
+def per_agent_modules(context: BuildContext, seed_offset: int,
+                      build: Callable[[str], torch.nn.Module]) -> tuple[dict[str, str], torch.nn.ModuleDict]:
+    """An extension's own module per agent id, as ICM, RND and kNN build theirs: keyed ``agent0``,
+    ``agent1``... (agent ids need not be identifiers; these keys are the checkpoint's), initialised
+    from the run seed plus ``seed_offset`` inside a forked RNG (so building them does not shift the
+    policy's initialisation), on the run's device. Returns (agent id -> key, the modules)."""
+    import torch
+
+    from rlf.nn.torch_utils import resolve_device
+
+    keys = {agent: f"agent{index}" for index, agent in enumerate(context.env_spec.agent_ids)}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(context.seed + seed_offset)
+        modules = torch.nn.ModuleDict({keys[agent]: build(agent) for agent in context.env_spec.agent_ids})
+    return keys, modules.to(resolve_device(context.device))

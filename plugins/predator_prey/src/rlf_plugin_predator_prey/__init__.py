@@ -4,7 +4,7 @@ Names load on first use, so plugin discovery (which imports ``.plugin``, hence t
 free of gymnasium and pettingzoo.
 """
 
-from importlib import import_module
+from rlf.lazy import lazy_exports
 
 _LAZY = {
     "SCENARIOS": "config", "PredatorPreyConfig": "config", "RewardConfig": "config",
@@ -13,13 +13,5 @@ _LAZY = {
     "random_play": "baseline", "capture_summary": "baseline",
 }
 
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
+__getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = sorted(_LAZY)

@@ -67,7 +67,6 @@ class PredatorPreyEnv(ParallelEnv):
         roles = {ROLE_NAMES.index(r) for r in c.learning_roles}
         learners = [i for i in range(self._n) if self._role[i] in roles]
         self._scripted = [i for i in range(self._n) if self._role[i] not in roles]
-        self._learning = [self._role[i] in roles for i in range(self._n)]
         self.possible_agents = [self._names[i] for i in learners]
         self._learners = learners
         self.agents: list[str] = []

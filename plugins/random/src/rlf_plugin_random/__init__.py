@@ -4,12 +4,9 @@ Names load on first use: discovery imports ``rlf_plugin_random.plugin``, and wit
 so importing the factory (and gymnasium) here would slow every `rlf` command.
 """
 
-__all__ = ["RandomAgent", "build_agent", "build_learner"]
+from rlf.lazy import lazy_exports
 
+_EXPORTS = dict.fromkeys(["RandomAgent", "build_agent", "build_learner"], "factory")
 
-def __getattr__(name: str):
-    if name in __all__:
-        from . import factory
-
-        return getattr(factory, name)
-    raise AttributeError(f"module 'rlf_plugin_random' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from rlf_plugin_ppo.extension import Minibatch, PPOExtension, ReturnScale, flat
+from rlf_plugin_ppo.extension import Minibatch, PPOExtension, ReturnScale, flat, per_agent_modules
 from rlf_plugin_ppo.factory import learner_with
 
 from rlf import BuildContext, Rollout, RunningNormalizer, compute_gae
@@ -39,14 +39,9 @@ class RNDExtension(PPOExtension):
         self.device = resolve_device(context.device)
         spec = context.env_spec
         self.agent_ids = spec.agent_ids
-        self.keys = {agent: f"agent{index}" for index, agent in enumerate(spec.agent_ids)}
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(context.seed + MODULE_SEED_OFFSET)
-            self.networks = torch.nn.ModuleDict({
-                self.keys[agent]: RNDNetworks(spec.observation_spaces[agent], config.network, config.image_frames,
-                                              config.output_dim, config.hidden_size)
-                for agent in spec.agent_ids})
-        self.networks.to(self.device)
+        self.keys, self.networks = per_agent_modules(context, MODULE_SEED_OFFSET, lambda agent: RNDNetworks(
+            spec.observation_spaces[agent], config.network, config.image_frames, config.output_dim,
+            config.hidden_size))
         # only their mean and variance are read (RND clips with its own obs_clip), hence no clip here
         self.obs_stats = {agent: RunningNormalizer(self.net(agent).rnd_shape, clip=None) for agent in spec.agent_ids}
         self.scales = {agent: ReturnScale(spec.num_envs, config.int_gamma) for agent in spec.agent_ids}

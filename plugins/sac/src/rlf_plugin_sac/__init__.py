@@ -4,7 +4,7 @@ Names load on first use, so discovering the plugin (which imports ``rlf_plugin_s
 therefore this package) does not import torch.
 """
 
-from importlib import import_module
+from rlf.lazy import lazy_exports
 
 _EXPORTS = {
     "build_agent": "factory",
@@ -14,13 +14,5 @@ _EXPORTS = {
     "SACLearner": "learner",
 }
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'rlf_plugin_sac' has no attribute {name!r}")
-    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)
