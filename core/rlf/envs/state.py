@@ -16,8 +16,8 @@ exact class (``module.qualname``; a subclass may add state, so it is not covered
 is a chain of wrappers around an unwrapped env, and its state is the state of every layer. A layer
 with its own ``get_state``/``set_state`` covers itself and everything it wraps; any other layer
 needs an adapter, or the env has no state to offer. Adapters for the wrappers ``gymnasium.make``
-adds and for the classic-control envs are registered here; another package can add its own with
-``register_state_adapter``.
+adds and for the classic-control envs live in ``gymnasium_adapters.py`` (they read Gymnasium's private
+attributes); another package can add its own with ``register_state_adapter``.
 
 Nothing here is needed for training: a run whose envs lack the protocol resumes with fresh episodes.
 """
@@ -183,82 +183,9 @@ def set_env_states(envs: Sequence[Any], states: Sequence[StateTree]) -> None:
                 _ADAPTERS[class_path(layer)].set(layer, entry["state"])
 
 
-# -- Gymnasium: the wrappers gymnasium.make adds, and the classic-control envs -----------------------
-
-def _time_limit_get(layer: Any) -> StateTree:
-    return {"elapsed_steps": layer._elapsed_steps}
-
-
-def _time_limit_set(layer: Any, state: StateTree) -> None:
-    layer._elapsed_steps = state["elapsed_steps"]
-
-
-def _order_get(layer: Any) -> StateTree:
-    return {"has_reset": layer._has_reset}
-
-
-def _order_set(layer: Any, state: StateTree) -> None:
-    layer._has_reset = bool(state["has_reset"])
-
-
-_CHECKS = ("checked_reset", "checked_step", "checked_render", "close_called")
-
-
-def _checker_get(layer: Any) -> StateTree:
-    return {name: bool(getattr(layer, name)) for name in _CHECKS}
-
-
-def _checker_set(layer: Any, state: StateTree) -> None:
-    # The checker only warns. Its first-step and data-reuse checks compare with the observation
-    # the reset returned, which is not saved: a restored checker counts them as done (same results).
-    for name in _CHECKS:
-        setattr(layer, name, bool(state[name]))
-    layer.checked_step = layer.checked_step or layer.checked_reset
-    layer.checked_data_reuse = layer.checked_step
-    layer._previous_data = None
-
-
-def _classic(*attributes: str) -> StateAdapter:
-    """An unwrapped Gymnasium env whose dynamics live in ``attributes`` plus its ``np_random``."""
-
-    def get(env: Any) -> StateTree:
-        return {"attributes": {name: pack(getattr(env, name)) for name in attributes},
-                "np_random": generator_state(env._np_random), "np_random_seed": env._np_random_seed}
-
-    def set_(env: Any, state: StateTree) -> None:
-        for name in attributes:
-            setattr(env, name, unpack(state["attributes"][name]))
-        env._np_random = generator_from_state(state["np_random"])
-        env._np_random_seed = state["np_random_seed"]
-
-    return StateAdapter(get, set_)
-
-
-_CLASSIC_CONTROL = {
-    # every attribute step() or reset() assigns that a later step reads (render-only state aside,
-    # except Pendulum's last_u, which render() draws)
-    "cartpole.CartPoleEnv": ("state", "steps_beyond_terminated"),
-    "mountain_car.MountainCarEnv": ("state",),
-    "continuous_mountain_car.Continuous_MountainCarEnv": ("state",),
-    "acrobot.AcrobotEnv": ("state",),
-    "pendulum.PendulumEnv": ("state", "last_u"),
-}
-
-_builtin_done = False
-
-
 def _ensure_builtin_adapters() -> None:
-    """Registered on first use, by name: this module imports no Gymnasium code."""
-    global _builtin_done
-    if _builtin_done:
-        return
-    _builtin_done = True
-    for name, get, set_ in (("TimeLimit", _time_limit_get, _time_limit_set),
-                            ("OrderEnforcing", _order_get, _order_set),
-                            ("PassiveEnvChecker", _checker_get, _checker_set)):
-        _ADAPTERS.setdefault(f"gymnasium.wrappers.common.{name}", StateAdapter(get, set_))
-    for name, attributes in _CLASSIC_CONTROL.items():
-        _ADAPTERS.setdefault(f"gymnasium.envs.classic_control.{name}", _classic(*attributes))
+    """Gymnasium's adapters register when their module is first imported (this one imports no Gymnasium)."""
+    from rlf.envs import gymnasium_adapters  # noqa: F401
 
 
 # -- vectors of envs (what a strategy holds) --------------------------------------------------------
