@@ -70,16 +70,6 @@ class OnPolicyConfig(AlgorithmConfig):
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor of the extrinsic return.")
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (1 = Monte-Carlo, 0 = one-step TD).")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy_async_workers(cls, data: Any) -> Any:
-        # Checkpoints and config files from before A3C's workers moved into its plugin carry
-        # async_workers = 0 (synchronous) in every on-policy config; that is what every config
-        # without the field does, so drop it instead of failing the resume. Other values stay errors.
-        if isinstance(data, dict) and data.get("async_workers") == 0 and "async_workers" not in cls.model_fields:
-            data = {key: value for key, value in data.items() if key != "async_workers"}
-        return data
-
 
 class ExplorationConfig(StrictModel):
     """An epsilon schedule: decayed per finished episode (as in PPAGE's baselines) or linearly per env step."""

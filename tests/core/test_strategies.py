@@ -116,10 +116,11 @@ def test_a_third_party_strategy_and_collector_train_through_rlf_train(tmp_path):
     assert json.loads(report.read_text())["steps"] == 32
 
 
-def test_configs_saved_before_async_workers_left_the_on_policy_settings_still_load():
+def test_the_on_policy_settings_have_no_async_workers():
+    """A3C's workers are its own strategy's setting: asking the core's on-policy family for them is an error."""
     from pydantic import ValidationError
 
     assert "async_workers" not in LinearPGConfig().model_dump()
-    assert LinearPGConfig.model_validate({"async_workers": 0, "lr": 0.1}).lr == 0.1  # the old default: dropped
-    with pytest.raises(ValidationError, match="async_workers"):
-        LinearPGConfig.model_validate({"async_workers": 2})  # asked for workers: not silently ignored
+    for value in (0, 2):
+        with pytest.raises(ValidationError, match="async_workers"):
+            LinearPGConfig.model_validate({"async_workers": value})

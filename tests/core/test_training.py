@@ -191,18 +191,13 @@ print(algo.evaluate(episodes=1)["length"] > 0)
     assert result.stdout.strip() == "True"
 
 
-def test_iterations_count_strategy_steps_and_old_runs_resume(registry, tmp_path):
-    from rlf.training.trainer import Trainer
-
+def test_iterations_count_strategy_steps(registry, tmp_path):
     algo = make(registry, "linear-pg", "gym:CartPole-v1", tmp_path, "steps=1024", "num_envs=4",
                 "algo.rollout_steps=32", "log_interval=512")
     algo.train()
     rows = list(csv.DictReader(open(tmp_path / "metrics.csv", newline="")))
     assert "updates" not in rows[0]
     assert [int(r["iterations"]) for r in rows] == [4, 8]  # one rollout of 32 x 4 envs per iteration
-    # checkpoints written before the rename count "updates": they resume as iterations
-    old = Trainer(None, algo.resolved.run, tmp_path, lambda state: None, counters={"env_steps": 10, "updates": 3})
-    assert old.counters == {"env_steps": 10, "iterations": 3, "episodes": 0}
 
 
 def test_recording_without_the_renderers_package_is_a_config_error(registry, tmp_path, monkeypatch):

@@ -165,7 +165,7 @@ class _Strategy(BaseStrategy):
     """BaseStrategy's supervision bookkeeping, over envs a test built itself."""
 
     def __init__(self, envs):
-        super().__init__(SimpleNamespace(name="x", plugin="y"), "gym:CartPole-v1", None, None, True)
+        super().__init__(SimpleNamespace(name="x", plugin="y"), "gym:CartPole-v1", None, None)
         self.envs = envs
         self.tracker = EpisodeTracker((SINGLE_AGENT,), 4, False)
 

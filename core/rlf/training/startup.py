@@ -125,7 +125,7 @@ def supervise(envs: VectorEnv, run: Any, algorithm: Any, restarts_used: int = 0)
 
 
 def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                   collector: Collector | bool, strategy: Any = None) -> TrainStrategy:
+                   collector: Collector, strategy: Any = None) -> TrainStrategy:
     """The strategy ``algorithm.family`` names, from ``strategy`` (a ``StrategySpec``) or the registry."""
     if strategy is None:
         from rlf.plugins.loading import registry

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rlf.envs.base import VectorEnv
-from rlf.envs.collectors import SYNC, Collector, build_async_collector, build_sync_collector
+from rlf.envs.collectors import SYNC, Collector
 from rlf.envs.state import StateUnavailable, restore_vector, vector_state
 from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
 from rlf.training.episodes import EpisodeTracker
@@ -80,10 +80,7 @@ class BaseStrategy(TrainStrategy):
     """Shared plumbing: build envs, agent and learner from the registered builders."""
 
     def __init__(self, algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                 collector: Collector | bool = False):
-        if isinstance(collector, bool):  # the signature before collectors were plugins: subprocess or not
-            collector = (Collector("async", build_async_collector) if collector
-                         else Collector("sync", build_sync_collector))
+                 collector: Collector = SYNC):
         self.algorithm = algorithm
         self.env_name = env_name
         self.env_factory = env_factory

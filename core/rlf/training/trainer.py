@@ -56,12 +56,9 @@ class Trainer:
         self.save_checkpoint = save_checkpoint
         """``save_checkpoint(state)`` writes the run's checkpoint; ``save_checkpoint(state, name)`` another
         file in the run directory (``best.rlf``). Returns the path written."""
-        counters = dict(counters or {})
         # "iterations" counts strategy steps (a rollout and its update, or a chunk of off-policy env
-        # steps), not learner updates; runs written before the rename call it "updates".
-        if "updates" in counters:
-            counters.setdefault("iterations", counters.pop("updates"))
-        self.counters = {"env_steps": 0, "iterations": 0, "episodes": 0, **counters}
+        # steps), not learner updates
+        self.counters = {"env_steps": 0, "iterations": 0, "episodes": 0, **(counters or {})}
         self.callbacks = list(callbacks)
         self.recent: deque[dict[str, float]] = deque(maxlen=100)
         """The last 100 finished episodes (for running means)."""
