@@ -147,7 +147,7 @@ def test_dueling_head_averages_advantages_to_zero():
 
 def test_the_direct_forward_is_the_networks_own_and_sees_weight_updates():
     agent, learner = build(vector_spec(n_actions=3), hidden_sizes=[16, 8], buffer_size=64, batch_size=8,
-                           min_replay_size=8, lr=0.1)
+                           min_replay_size=8, lr=0.1, backend="fast")
     net = agent.networks["agent"]
     forward = direct_forward(net)
     assert forward is not net  # a plain MLP takes the direct path

@@ -68,10 +68,10 @@ class DQNAgent(Agent):
         self.threads = TorchThreads.plan(config.torch_threads, device,
                                          images=any(layout.image for layout in self.layouts.values()))
         self.threads.for_acting()
-        # small MLPs on the CPU act in numpy (rlf.nn.NumpyMLP): torch's per-call overhead on one
-        # observation cost more than the 256x256 network's arithmetic
+        # algo.backend="fast": small MLPs on the CPU act in numpy (rlf.nn.NumpyMLP): torch's per-call
+        # overhead on one observation cost more than the 256x256 network's arithmetic
         self.numpy_q = {agent: NumpyMLP([*net.torso.body, net.advantage]) for agent, net in self.networks.items()
-                        if numpy_actable(net)}
+                        if config.backend == "fast" and numpy_actable(net)}
 
     def greedy(self, agent: str, obs: np.ndarray) -> np.ndarray:
         fast = self.numpy_q.get(agent)

@@ -61,7 +61,8 @@ class DQNLearner(Learner):
         """Each online network's parameters, listed once: clipping and zeroing walk this list instead of
         ``Module.parameters()`` (a generator over named_modules) every gradient step."""
         self._forward: dict[str, tuple] = {}
-        """(online, target) forward passes per agent: ``model.direct_forward`` for plain MLPs."""
+        """(online, target) forward passes per agent: the modules, or with ``algo.backend="fast"``
+        ``model.direct_forward`` for plain MLPs."""
         for agent_id, net in agent.networks.items():
             target = copy.deepcopy(net)
             target.requires_grad_(False)
@@ -73,7 +74,8 @@ class DQNLearner(Learner):
                                                          fused=self._fast_kernels or None)
             self.buffers[agent_id] = make_replay(config, agent, agent_id)
             self._params[agent_id] = list(net.parameters())
-            self._forward[agent_id] = (direct_forward(net), direct_forward(target))
+            self._forward[agent_id] = ((direct_forward(net), direct_forward(target)) if config.backend == "fast"
+                                       else (net, target))
         self.learning_starts = max(config.min_replay_size, config.batch_size)
         self.train_steps = 0
         """Optimizer steps of all agents together; times the target syncs."""
