@@ -172,11 +172,15 @@ class OffPolicyStrategy(BaseStrategy):
         else:
             super().setup()
 
+    actor_restarts_used = 0
+    """Actor restarts before a resume (the Trainer sets it from the checkpoint's counters, as it does
+    ``restarts_used``), so ``actor_restarts`` counts the whole run."""
+
     @property
     def actor_restarts(self) -> int:
-        """Actors a pool restarted so far (the Trainer logs them once there is one)."""
+        """Actors a pool restarted in this run so far, resumes included (logged once there is one)."""
         pool = getattr(self, "pool", None)
-        return pool.restarts if pool is not None else 0
+        return self.actor_restarts_used + (pool.restarts if pool is not None else 0)
 
     def step(self, limit: int) -> StepResult:
         if self.actors or self.pool is not None:  # set by setup()

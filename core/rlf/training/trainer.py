@@ -133,6 +133,8 @@ class Trainer:
         try:
             if hasattr(self.strategy, "restarts_used"):  # see BaseStrategy; older checkpoints: none used
                 self.strategy.restarts_used = int(counters.get("env_restarts", 0))
+            if hasattr(self.strategy, "actor_restarts_used"):
+                self.strategy.actor_restarts_used = int(counters.get("actor_restarts", 0))
             self.strategy.setup()
             _resume_supervision(self.strategy, counters)
             ready = True
@@ -225,12 +227,17 @@ class _LoopState(BaseModel):
 
 
 def _supervision_counters(strategy: TrainStrategy) -> dict[str, int]:
-    """Worker restarts and the episodes they cut short, once there has been one: checkpointed, so
-    ``run.env_restarts`` stays a budget for the whole run across resumes."""
+    """Worker restarts and the episodes they cut short, and off-policy actors a pool restarted, once
+    there has been one: checkpointed, so ``run.env_restarts`` stays a budget for the whole run across
+    resumes and ``actor_restarts`` a count of it."""
+    counters = {}
     restarts = int(getattr(getattr(strategy, "envs", None), "restarts", 0) or 0)
-    if not restarts:
-        return {}
-    return {"env_restarts": restarts, "episodes_dropped": int(getattr(strategy.tracker, "dropped", 0))}
+    if restarts:
+        counters.update(env_restarts=restarts, episodes_dropped=int(getattr(strategy.tracker, "dropped", 0)))
+    actors = int(getattr(strategy, "actor_restarts", 0) or 0)
+    if actors:
+        counters["actor_restarts"] = actors
+    return counters
 
 
 def _resume_supervision(strategy: TrainStrategy, counters: dict[str, int]) -> None:
@@ -243,13 +250,9 @@ def _resume_supervision(strategy: TrainStrategy, counters: dict[str, int]) -> No
 
 
 def _supervision_metrics(strategy: TrainStrategy) -> dict[str, float]:
-    """Env worker restarts and the episodes they cut short, once there has been one (see run.env_restarts),
-    and off-policy actors an actor pool restarted."""
-    metrics = {key: float(value) for key, value in _supervision_counters(strategy).items()}
-    actors = getattr(strategy, "actor_restarts", 0)
-    if actors:
-        metrics["actor_restarts"] = float(actors)
-    return metrics
+    """Env worker restarts and the episodes they cut short (see run.env_restarts), and off-policy actors
+    an actor pool restarted, once there has been one."""
+    return {key: float(value) for key, value in _supervision_counters(strategy).items()}
 
 
 def episode_means(rows) -> dict[str, float]:
