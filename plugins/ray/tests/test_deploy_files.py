@@ -119,3 +119,74 @@ def test_shm_holds_the_object_store_so_ray_keeps_it_in_memory(role):
     store = int(start_flags(role)["object-store-memory"])
     # Ray puts the store on disk ("This will harm performance!") where /dev/shm is smaller than it
     assert size_bytes(fill(service["shm_size"])) >= 1.5 * store
+
+
+K8S = ROOT / "docker" / "k8s"
+
+
+def manifests(name: str) -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all((K8S / name).read_text())}
+
+
+def cluster_specs() -> list[tuple[str, dict]]:
+    return [("raycluster.yaml", manifests("raycluster.yaml")["RayCluster"]["spec"]),
+            ("rayjob.yaml", manifests("rayjob.yaml")["RayJob"]["spec"]["rayClusterSpec"])]
+
+
+def pods(spec: dict) -> list[tuple[str, dict, dict]]:
+    """(compose role, rayStartParams, pod spec) of the head group and each worker group."""
+    head = spec["headGroupSpec"]
+    return [("head", head["rayStartParams"], head["template"]["spec"]),
+            *(("worker", group["rayStartParams"], group["template"]["spec"]) for group in spec["workerGroupSpecs"])]
+
+
+@pytest.mark.parametrize("name", ["raycluster.yaml", "rayjob.yaml"])
+def test_kuberay_manifests_run_ray_not_the_images_rlf_entrypoint_and_pin_the_version(name):
+    from rlf_plugin_ray.config import PINNED_RAY
+
+    kind = "RayCluster" if name == "raycluster.yaml" else "RayJob"
+    document = manifests(name)[kind]
+    assert document["apiVersion"] == "ray.io/v1"
+    # KubeRay keeps the command as written (the image's ENTRYPOINT is ["rlf"]) and hands it its `ray start`
+    assert document["metadata"]["annotations"]["ray.io/overwrite-container-cmd"] == "true"
+    spec = document["spec"] if kind == "RayCluster" else document["spec"]["rayClusterSpec"]
+    assert spec["rayVersion"] == PINNED_RAY
+    for _, _, pod in pods(spec):
+        container = pod["containers"][0]
+        assert container["command"] == ["/bin/bash", "-lc", "--"]
+        assert container["args"] == ["ulimit -n 65536; exec $KUBERAY_GEN_RAY_START_CMD"]
+
+
+@pytest.mark.parametrize(("name", "spec"), cluster_specs())
+def test_kuberay_pods_pin_composes_ports_use_the_token_secret_and_size_resources_and_shm(name, spec):
+    for role, params, pod in pods(spec):
+        flags = start_flags(role)
+        for flag in (*NODE_PORTS, *(("port", "ray-client-server-port", "dashboard-port") if role == "head" else ())):
+            assert params[flag] == flags[flag], (name, role, flag)
+        container = pod["containers"][0]
+        env = {item["name"]: item for item in container["env"]}
+        assert env["RAY_AUTH_MODE"]["value"] == "token"
+        assert env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "rlf-ray-token", "key": "auth_token"}
+        assert "value" not in env["RAY_AUTH_TOKEN"]  # from the Secret only, never written here
+        resources = container["resources"]
+        assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}, (name, role)
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+        shm = volumes[mounts["/dev/shm"]]["emptyDir"]
+        assert shm["medium"] == "Memory"
+        assert size_bytes(shm["sizeLimit"].replace("Gi", "g").replace("Mi", "m")) >= 1.5 * int(
+            params["object-store-memory"])
+        if role == "head":  # the trainer runs on the head: its runs land on the volume
+            assert volumes[mounts["/runs"]]["persistentVolumeClaim"]["claimName"] == "rlf-runs"
+    assert manifests("raycluster.yaml")["PersistentVolumeClaim"]["metadata"]["name"] == "rlf-runs"
+
+
+def test_the_rayjob_trains_with_rlf_on_its_cluster_and_the_network_policy_opens_the_documented_ports():
+    job = manifests("rayjob.yaml")["RayJob"]["spec"]
+    assert job["entrypoint"].startswith("rlf train ") and "--set collector.address=auto" in job["entrypoint"]
+    assert "--run-dir /runs/" in job["entrypoint"]
+    submitter = {item["name"]: item for item in job["submitterPodTemplate"]["spec"]["containers"][0]["env"]}
+    assert submitter["RAY_AUTH_MODE"]["value"] == "token" and "valueFrom" in submitter["RAY_AUTH_TOKEN"]
+    rules = manifests("raycluster.yaml")["NetworkPolicy"]["spec"]["ingress"]
+    between = {(port["port"], port.get("endPort", port["port"])) for port in rules[0]["ports"]}
+    assert between == {(6379, 6405), (11000, 13999)} and rules[1]["ports"] == [{"protocol": "TCP", "port": 10001}]
