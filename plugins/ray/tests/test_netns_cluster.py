@@ -206,7 +206,7 @@ def cluster():
 
 def rlf(cluster: Cluster, node: str, *args: str, env: dict[str, str], timeout: float = 420,
         python: str | None = None) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-c", python, *args] if python else [str(BIN / "rlf"), *args]
+    argv = [sys.executable, "-c", python, str(BIN / "rlf"), *args] if python else [str(BIN / "rlf"), *args]
     return cluster.run(node, argv, env, timeout)
 
 
@@ -311,7 +311,9 @@ def test_a_trainer_without_the_right_token_is_refused_in_one_line_at_once(cluste
     assert done.stderr.strip().splitlines()[-1] == f"rlf: error: collector.address={address}: {expected}"
 
 
-OTHER_RAY = "import sys, ray; ray.__version__ = '2.59.0'; from rlf.cli import main; sys.exit(main(sys.argv[1:]))"
+# the `rlf` console script itself, run in a process whose Ray says it is another version
+OTHER_RAY = ("import runpy, sys, ray; ray.__version__ = '2.59.0'; sys.argv[0] = sys.argv[1]; del sys.argv[1]; "
+             "runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def test_a_trainer_of_another_ray_version_is_one_line_naming_both(cluster, tmp_path):
