@@ -232,6 +232,26 @@ def test_a_version_mismatch_is_one_line_naming_both_versions(where, ray_version,
         gcs.close()
 
 
+def test_ray_clients_server_that_fails_to_start_a_client_server_says_what_to_raise(monkeypatch):
+    import ray
+
+    client = FakeRay((CLIENT_METHOD,))
+
+    def slow_head(*args, **kwargs):  # what Ray 2.60's client gets when the head's proxy times out
+        raise ConnectionError("Initialization failure from server:\n")
+
+    monkeypatch.setattr(ray, "init", slow_head)
+    try:
+        message = join(f"ray://127.0.0.1:{client.port}")
+        assert message.startswith(
+            f"collector.address=ray://127.0.0.1:{client.port}: the head's Ray Client server could not start a "
+            "server for this client (Initialization failure from server); on a busy head give it longer "
+            "(RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S=120 in the head's environment")
+        assert "token" not in message
+    finally:
+        client.close()
+
+
 def test_the_ray_extra_is_pinned_to_the_ray_the_image_and_this_env_hold():
     import ray
 

@@ -33,10 +33,11 @@ from compose_files import command, open_ports
 pytestmark = pytest.mark.netns
 
 SUBNET = "10.213.0"
-HOSTS = {"head": 1, "w1": 2, "w2": 3, "w3": 4, "out": 9}
-"""The head, three worker nodes (w3 joins after w2 is lost) and `out`, a machine outside the cluster
-that only reaches it through Ray Client."""
-ROLES = {"head": "head", "w1": "worker", "w2": "worker", "w3": "worker", "out": None}
+HOSTS = {"head": 1, "w1": 2, "w2": 3, "w3": 4, "tr": 5, "out": 9}
+"""The head, three worker nodes (w3 joins after w2 is lost), `tr`, the trainer's machine as compose's
+`train` service makes it (a node without CPUs), and `out`, a machine outside the cluster that only
+reaches it through Ray Client."""
+ROLES = {"head": "head", "w1": "worker", "w2": "worker", "w3": "worker", "tr": "train", "out": None}
 BIN = Path(sys.executable).parent
 HEAD = f"{SUBNET}.1"
 
@@ -44,8 +45,8 @@ HEAD = f"{SUBNET}.1"
 def why_not() -> str | None:
     if os.geteuid() != 0:
         return "making network namespaces needs root"
-    if not shutil.which("ip"):
-        return "no `ip` (iproute2) to make network namespaces with"
+    if not shutil.which("ip") or not shutil.which("unshare"):
+        return "no `ip` (iproute2) or `unshare` (util-linux) to make namespaces with"
     if not shutil.which("nft") and os.environ.get("CI") != "true":
         return "no `nft` (apt-get install nftables) to give the namespaces their firewalls"
     return None
@@ -104,24 +105,31 @@ class Cluster:
             env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token if token == "yes" else token)
         return {**env, **extra}
 
+    def inside(self, node: str, argv: list[str]) -> list[str]:
+        # A machine of its own: its network, and its own process table, as a container or another host has.
+        # Ray finds the local node of a driver (`auto`, HOST:6379) by scanning the processes it can see;
+        # sharing this machine's, a trainer would join whichever node it saw first (the head).
+        return ["ip", "netns", "exec", self.ns(node), "unshare", "--pid", "--fork", "--mount-proc", *argv]
+
     def start(self, node: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen:
         log = self.work / f"{node}-{len(self.logs)}.log"
         self.logs[f"{node}-{len(self.logs)}"] = log
         with open(log, "w") as out:
-            return subprocess.Popen(["ip", "netns", "exec", self.ns(node), *argv], env=env, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            return subprocess.Popen(self.inside(node, argv), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
 
     def run(self, node: str, argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run(["ip", "netns", "exec", self.ns(node), *argv], env=env, capture_output=True,
-                              text=True, timeout=timeout)
+        return subprocess.run(self.inside(node, argv), env=env, capture_output=True, text=True, timeout=timeout)
 
     def start_node(self, node: str) -> None:
         host = f"{SUBNET}.{HOSTS[node]}"
         where = [f"--node-ip-address={host}", f"--temp-dir={self.work / node}"]
         small = {"RAY_OBJECT_STORE_MEMORY": str(96 * 1024**2)}
         if ROLES[node] == "head":
-            # a lost node is noticed in ~3 s rather than Ray's ~15 s
-            env = self.env(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3")
+            # compose.yaml's environment for it, then a lost node noticed in ~3 s rather than Ray's ~15 s
+            channel = "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"
+            env = self.env(**{channel: _compose_env(channel)}, RAY_health_check_period_ms="1000",
+                           RAY_health_check_failure_threshold="3")
             self.start(node, [*command("head", **small), *where], env)
         else:
             self.start(node, [*command("worker", RAY_HEAD=HEAD, RAY_JOIN_TRIES="24", **small), *where,
@@ -174,6 +182,12 @@ class Cluster:
                 self.kill(node)
         for ns in reversed(self.made):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=60)
+
+
+def _compose_env(name: str) -> str:
+    from compose_files import services
+
+    return services()["head"]["environment"][name]
 
 
 def _healthcheck() -> list[str]:
@@ -317,7 +331,7 @@ OTHER_RAY = ("import runpy, sys, ray; ray.__version__ = '2.59.0'; sys.argv[0] = 
 
 
 def test_a_trainer_of_another_ray_version_is_one_line_naming_both(cluster, tmp_path):
-    address = f"ray://{HEAD}:10001"
+    address = f"ray://{HEAD}:10001"  # from outside; a driver on a node gets the same text (test_connect.py)
     done = rlf(cluster, "out", "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "64", "--no-progress",
                "--set", "vector=ray", "--set", f"collector.address='{address}'", "--run-dir", str(tmp_path / "run"),
                env=cluster.env(), python=OTHER_RAY, timeout=300)
@@ -330,25 +344,28 @@ def test_a_trainer_of_another_ray_version_is_one_line_naming_both(cluster, tmp_p
 
 def test_ppo_trains_across_the_namespaces_and_survives_losing_a_worker_once_another_joins(cluster, tmp_path):
     run_dir = tmp_path / "ppo"
-    # 4 env actors of 1 CPU on two 2-CPU workers (the head offers none): two of them are on w2
-    trainer = cluster.start("head", [str(BIN / "rlf"), "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "8192",
-                                     "--no-progress", "--set", "vector=ray", "--set", "num_envs=4",
-                                     "--set", "algo.rollout_steps=64", "--set", "log_interval=512",
-                                     "--set", "checkpoint_interval=1024", "--set", f"collector.address='{HEAD}:6379'",
-                                     "--set", "collector.restart_timeout_s=300", "--run-dir", str(run_dir)],
+    # compose.yaml's `train` service: joins as a node without CPUs, then runs rlf with collector.address=auto.
+    # 4 env actors of 1 CPU on two 2-CPU workers (head and trainer offer none): two of them are on w2
+    join = {"RAY_HEAD": HEAD, "RAY_JOIN_TRIES": "24", "RAY_OBJECT_STORE_MEMORY": str(96 * 1024**2),
+            "RAY_START_ARGS": f"--node-ip-address={SUBNET}.{HOSTS['tr']} --temp-dir={cluster.work / 'tr'}"}
+    trainer = cluster.start("tr", [*command("train", **join)[:-1], "train", "ppo", "--env", "gym:CartPole-v1",
+                                   "--steps", "8192", "--no-progress", "--set", "vector=ray", "--set", "num_envs=4",
+                                   "--set", "algo.rollout_steps=64", "--set", "log_interval=512",
+                                   "--set", "checkpoint_interval=1024", "--set", "collector.address='auto'",
+                                   "--set", "collector.restart_timeout_s=300", "--run-dir", str(run_dir)],
                             cluster.env())
     try:
         deadline = time.monotonic() + 300
         while not ((run_dir / "metrics.csv").is_file() and rows(run_dir / "metrics.csv")):
-            assert trainer.poll() is None, cluster.tail("head")
-            assert time.monotonic() < deadline, cluster.tail("head")
+            assert trainer.poll() is None, cluster.tail("tr")
+            assert time.monotonic() < deadline, cluster.tail("tr")
             time.sleep(0.2)
-        # the env actors' worker processes listen in the workers' pinned ranges, the driver's in the head's
+        # the env actors' worker processes listen in the workers' pinned range, the driver in the trainer's
         assert any(12000 <= port <= 12999 for port in assert_pinned(cluster, "w1"))
-        assert any(11000 <= port <= 11999 for port in assert_pinned(cluster, "head"))
+        assert any(13000 <= port <= 13999 for port in assert_pinned(cluster, "tr"))
         assert cluster.kill("w2") > 0  # every process of that machine, as a power cut would
         cluster.start_node("w3")  # a new machine joins; the lost actors restart there
-        assert trainer.wait(timeout=400) == 0, cluster.tail("head")
+        assert trainer.wait(timeout=400) == 0, cluster.tail("tr")
     finally:
         if trainer.poll() is None:
             trainer.kill()

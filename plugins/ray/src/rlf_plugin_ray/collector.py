@@ -134,6 +134,14 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
         if versions:
             raise ConfigError(f"collector.address={address}: {versions}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if address.startswith("ray://") and "Initialization failure from server" in first:
+            # The client server's proxy starts one Ray driver per client and gives it
+            # RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S (30 s) to come up: a loaded head misses that.
+            raise ConfigError(
+                f"collector.address={address}: the head's Ray Client server could not start a server for this "
+                f"client ({first.rstrip(':')}); on a busy head give it longer (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"
+                "=120 in the head's environment; 30 s by default) and try again, and see the head's "
+                "ray_client_server_<port>.err (under /tmp/ray/session_latest/logs) for why") from None
         # Ray 2.60's `ray start` turns token authentication on where a token file exists (any earlier local
         # ray.init writes one), and a driver with an explicit address sends no token unless RAY_AUTH_MODE=token;
         # it is then only told "timeout" or "failed to connect" (docs/SCALE.md).
