@@ -118,6 +118,20 @@ def test_a_listener_that_is_not_ray_is_named_as_such_not_blamed_on_token_auth(re
         listener.close()
 
 
+def test_a_tls_listener_is_named_as_such_and_left_to_ray_where_this_process_uses_tls(monkeypatch):
+    listener = Listener(b"\x15\x03\x01\x00\x02\x02\x32")  # a TLS alert: what a TLS server says to plain text
+    try:
+        address = f"127.0.0.1:{listener.port}"
+        assert join(address) == (
+            f"collector.address={address}: the listener there speaks TLS: a cluster started with RAY_USE_TLS=1 needs "
+            "RAY_USE_TLS=1, RAY_TLS_SERVER_CERT, RAY_TLS_SERVER_KEY and RAY_TLS_CA_CERT here too (docs/SCALE.md)")
+        monkeypatch.setenv("RAY_USE_TLS", "1")
+        with pytest.raises(AssertionError, match="ray.init was reached"):  # Ray, with the certificates, judges
+            connect(RayCollectorConfig(address=address), 1)
+    finally:
+        listener.close()
+
+
 class FakeRay:
     """A gRPC server on 127.0.0.1 implementing ``methods`` (answered with empty messages), refusing calls
     without ``token`` as Ray's token authentication does (UNAUTHENTICATED before the service)."""

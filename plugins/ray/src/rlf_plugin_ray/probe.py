@@ -41,12 +41,10 @@ def check(address: str, connect_timeout: float) -> str | None:
     if isinstance(sock, str):
         return sock
     with sock:
+        if _truthy(os.environ.get("RAY_USE_TLS")):
+            return None  # a TLS channel needs the certificates Ray reads itself: let it judge
         kind = _http2(sock)
-    if kind is not None:
-        return kind
-    if _truthy(os.environ.get("RAY_USE_TLS")):
-        return None  # a TLS channel needs the certificates Ray reads itself: let it judge
-    return _grpc(f"{host}:{port}", client)
+    return kind if kind is not None else _grpc(f"{host}:{port}", client)
 
 
 def _connect(host: str, port: int, timeout: float) -> socket.socket | str:
