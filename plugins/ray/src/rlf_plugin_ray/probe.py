@@ -120,7 +120,8 @@ def _grpc(target: str, client: bool) -> str | None:
     except ImportError:
         return None
     mine, other = (CLIENT_METHOD, GCS_METHOD) if client else (GCS_METHOD, CLIENT_METHOD)
-    channel = grpc.insecure_channel(target)
+    # straight to the address, as the socket above went: a proxy from http_proxy would answer instead
+    channel = grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)])
     try:
         code = _call(grpc, channel, mine)
         if code is None or code not in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.UNAUTHENTICATED):
