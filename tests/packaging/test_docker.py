@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 from pathlib import Path
@@ -113,16 +114,18 @@ def free_port() -> str:
 def test_compose_cluster_hosts_the_env_actors_of_a_training_run(image: dict, runs: Path):
     variables = {"RAY_PORT": free_port(), "RAY_CLIENT_PORT": free_port(), "RAY_HEAD": "127.0.0.1"}
     names = {service: f"rlf-ray-{service}-{os.getpid()}" for service in ("head", "worker")}
+    # compose.yaml's default: token authentication, every container given the cluster's token
+    token = ["-e", "RAY_AUTH_MODE=token", "-e", f"RAY_AUTH_TOKEN={secrets.token_hex(32)}"]
     try:
         for service, name in names.items():  # host networking: the only mode this engine supports
             entrypoint, *command = compose_command(service, **variables)
-            started = docker("run", "-d", "--rm", "--name", name, "--network", "host", "--shm-size", "1g",
+            started = docker("run", "-d", "--rm", "--name", name, "--network", "host", "--shm-size", "1g", *token,
                              "--entrypoint", entrypoint, IMAGE, *command, timeout=120)
             assert started.returncode == 0, started.stderr
         # The head and the trainer offer no CPUs (--num-cpus=0): the actors can only run on the worker,
         # and wait for it to join if it is not there yet. The trainer joins as a node of its own.
         entrypoint, *command = compose_command("train", with_command=False, **variables)
-        trained = docker("run", "--rm", "--network", "host", "--shm-size", "1g", "-v", f"{runs}:/runs",
+        trained = docker("run", "--rm", "--network", "host", "--shm-size", "1g", *token, "-v", f"{runs}:/runs",
                          "--entrypoint", entrypoint, IMAGE, *command,
                          "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "256", "--no-progress",
                          "--set", "vector=ray", "--set", "collector.address=auto",

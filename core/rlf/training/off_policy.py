@@ -44,17 +44,25 @@ class OffPolicyStrategy(BaseStrategy):
         else:
             super().setup()
 
+    actor_restarts_used = 0
+    """Actor restarts before a resume (``resume_supervision``, from the checkpoint's counters), so
+    ``actor_restarts`` counts the whole run."""
+
     @property
     def actor_restarts(self) -> int:
-        """Actors a pool restarted so far (the Trainer logs them once there is one)."""
+        """Actors a pool restarted in this run so far, resumes included (logged once there is one)."""
         pool = getattr(self, "pool", None)
-        return pool.restarts if pool is not None else 0
+        return self.actor_restarts_used + (pool.restarts if pool is not None else 0)
 
-    def supervision_metrics(self) -> dict[str, float]:
-        metrics = super().supervision_metrics()
+    def resume_supervision(self, counters: dict[str, int]) -> None:
+        super().resume_supervision(counters)
+        self.actor_restarts_used = int(counters.get("actor_restarts", 0))
+
+    def supervision_counters(self) -> dict[str, int]:
+        counters = super().supervision_counters()
         if self.actor_restarts:
-            metrics["actor_restarts"] = float(self.actor_restarts)
-        return metrics
+            counters["actor_restarts"] = self.actor_restarts
+        return counters
 
     def step(self, limit: int) -> StepResult:
         if self.actors or self.pool is not None:  # set by setup()

@@ -67,6 +67,12 @@ def test_a_killed_ray_actor_is_restarted_and_the_run_goes_on(local_ray, ray_regi
     assert len(list(signals.glob("crash.*"))) == 1
     rows = read_csv(tmp_path / "run" / "metrics.csv")
     assert "actor_restarts" not in rows[0] and rows[-1]["actor_restarts"] == 1.0
+    # the count is the run's, as env_restarts is: a resume goes on from it (the crash was used up)
+    resumed = rlf.load(tmp_path / "run", registry=ray_registry)
+    resumed.train(steps=768)
+    rows = read_csv(tmp_path / "run" / "metrics.csv")
+    assert rows[-1]["env_step"] == 768 and rows[-1]["actor_restarts"] == 1.0
+    assert resumed.counters["actor_restarts"] == 1
 
 
 def test_exhausted_actor_restarts_stop_the_run_with_one_line_and_a_checkpoint_that_resumes(

@@ -88,7 +88,7 @@ def test_a_cluster_that_refuses_the_driver_names_token_authentication(tmp_path, 
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", refused)
-    monkeypatch.setattr("rlf_plugin_ray.collector._unreachable", lambda address, timeout: None)
+    monkeypatch.setattr("rlf_plugin_ray.probe.check", lambda address, timeout: None)
     algo = rlf.make("ppo", "gym:CartPole-v1", overrides=[
         "steps=64", "progress=false", "vector=ray", "collector.address='ray://head:10001'", f"run_dir='{tmp_path}'"])
     with pytest.raises(ConfigError) as caught:
@@ -99,7 +99,7 @@ def test_a_cluster_that_refuses_the_driver_names_token_authentication(tmp_path, 
 
 
 @pytest.mark.parametrize("scheme", ["", "ray://"])
-def test_an_address_where_nothing_listens_is_one_line_within_the_connect_timeout(tmp_path, scheme):
+def test_an_address_where_nothing_listens_is_one_line_at_once_and_leaves_the_run_as_it_was(tmp_path, scheme):
     run_dir = tmp_path / "run"
     first = run(RLF, "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "64", "--no-progress", "--set",
                 "vector=sync", "--set", "algo.rollout_steps=32", "--run-dir", str(run_dir))
@@ -113,13 +113,13 @@ def test_an_address_where_nothing_listens_is_one_line_within_the_connect_timeout
     address = f"{scheme}127.0.0.1:{port}"
     started = time.monotonic()
     done = run(RLF, "train", "--resume", str(run_dir), "--steps", "128", "--set", "vector=ray",
-               "--set", f"collector.address='{address}'", "--set", "collector.connect_timeout_s=2")
-    assert time.monotonic() - started < 60  # Ray on its own retries such an address for minutes
+               "--set", f"collector.address='{address}'", "--set", "collector.connect_timeout_s=600")
+    assert time.monotonic() - started < 120  # not the connect timeout: a refusal is final
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
-        f"rlf: error: collector.address={address}: nothing answers there within 2 s (Connection refused); start "
-        "the cluster's head there (`ray start --head`), point collector.address or RAY_ADDRESS at a running one, "
-        "raise collector.connect_timeout_s for a head still starting, or use collector.address=local")
+        f"rlf: error: collector.address={address}: nothing listens there (Connection refused); start the cluster's "
+        "head there (`ray start --head`), point collector.address or RAY_ADDRESS at a running one, or use "
+        "collector.address=local")
     # the run is as it was: checkpoint (with its settings) and history
     assert {name: (run_dir / name).read_bytes() for name in data} == saved
 

@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import math
 import os
-import socket
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,9 +39,10 @@ from rlf import AgentArrays, ConfigError, EnvFactory, EnvSpec, StepBatch, Vector
 # The one constant not in rlf's public API: how many parts vector=async makes. Following it (rather
 # than a copy of its value) is what keeps both collecting the same rollouts.
 from rlf.envs import PIPELINE_PARTS
-from rlf.errors import EnvWorkerError
+from rlf.errors import EnvWorkerError, RlfError
 
-from .config import RayCollectorConfig
+from . import probe
+from .config import PINNED_RAY, RayCollectorConfig
 
 RESTART_SEED_STRIDE = 1_000_003
 """A restarted actor's envs are seeded ``seed + index + stride * restarts``: fresh episodes, still
@@ -121,22 +122,26 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
     address = resolve_address(config)
     quiet = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address == "local":
-        # A private instance nobody opted into reporting usage for; nothing outside may be reachable.
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        cpus = config.local_cpus or max(os.cpu_count() or 1, math.ceil(cpus_needed))
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False,
-                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
+        _start_local(config, cpus_needed, quiet)
         return True
-    unreachable = _unreachable(address, config.connect_timeout_s)
-    if unreachable:
-        raise ConfigError(
-            f"collector.address={address}: nothing answers there within {config.connect_timeout_s:g} s ({unreachable});"
-            " start the cluster's head there (`ray start --head`), point collector.address or RAY_ADDRESS at a "
-            "running one, raise collector.connect_timeout_s for a head still starting, or use collector.address=local")
+    problem = probe.check(address, config.connect_timeout_s)
+    if problem:
+        raise ConfigError(f"collector.address={address}: {problem}")
     try:
         ray.init(address=address, **quiet)
     except (ConnectionError, RuntimeError, ValueError, AuthenticationError) as exc:
+        versions = version_mismatch(str(exc))
+        if versions:
+            raise ConfigError(f"collector.address={address}: {versions}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if address.startswith("ray://") and "Initialization failure from server" in first:
+            # The client server's proxy starts one Ray driver per client and gives it
+            # RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S (30 s) to come up: a loaded head misses that.
+            raise ConfigError(
+                f"collector.address={address}: the head's Ray Client server could not start a server for this "
+                f"client ({first.rstrip(':')}); on a busy head give it longer (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"
+                "=120 in the head's environment; 30 s by default) and try again, and see the head's "
+                "ray_client_server_<port>.err (under /tmp/ray/session_latest/logs) for why") from None
         # Ray 2.60's `ray start` turns token authentication on where a token file exists (any earlier local
         # ray.init writes one), and a driver with an explicit address sends no token unless RAY_AUTH_MODE=token;
         # it is then only told "timeout" or "failed to connect" (docs/SCALE.md).
@@ -146,31 +151,56 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
         raise ConfigError(
             f"collector.address={address}: cannot join the Ray cluster ({first}); start one (`ray start "
             f"--head`), set RAY_ADDRESS or collector.address to a running one, or use collector.address=local{token}"
-        ) from exc
+        ) from None
     return False
 
 
-def _unreachable(address: str, timeout: float) -> str | None:
-    """Why nothing accepted a TCP connection at ``address`` within ``timeout`` s; None once one did
-    (and for ``auto``, which names no host).
+class RayStartError(RlfError):
+    """The private Ray instance of a run could not start: this machine's trouble, not bad input."""
 
-    Ray itself retries an address where nothing listens for minutes (its GCS client, Ray Client's
-    channel), so the run checks first; what answers is then Ray's to judge."""
-    target = address.removeprefix("ray://")
-    host, _, port = target.rpartition(":")
-    if not host or not port.isdigit():
-        return None
-    deadline = time.monotonic() + timeout
-    while True:
-        remaining = deadline - time.monotonic()
+    exit_code = 1
+
+
+def _start_local(config: RayCollectorConfig, cpus_needed: float, quiet: dict[str, Any]) -> None:
+    # A private instance nobody opted into reporting usage for; nothing outside may be reachable.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    cpus = config.local_cpus or max(os.cpu_count() or 1, math.ceil(cpus_needed))
+    try:
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False,
+                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, **quiet)
+    except Exception as exc:  # noqa: BLE001 - whatever stopped it, the user gets one line and the way on
         try:
-            socket.create_connection((host, int(port)), timeout=max(min(remaining, 5.0), 0.1)).close()
-            return None
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-        if time.monotonic() + 0.5 >= deadline:
-            return reason
-        time.sleep(0.5)  # a head that is still starting: try again
+            ray.shutdown()  # what did start (a GCS without its raylet) must not outlive the run
+        except Exception:  # noqa: BLE001
+            pass
+        temp = os.environ.get("RAY_TMPDIR") or "/tmp"
+        raise RayStartError(
+            f"the private Ray instance of this run (collector.address=local) could not start: {type(exc).__name__}: "
+            f"{_first_line(exc)}; Ray needs a writable {temp}/ray (RAY_TMPDIR moves it) with short socket paths, "
+            f"free memory for its {LOCAL_OBJECT_STORE_BYTES // 1024**2} MB object store in /dev/shm (a container "
+            f"needs --shm-size) and its logs under {temp}/ray/session_latest/logs say more; or join a running "
+            "cluster with collector.address, or train with vector=async") from None
+
+
+_VERSIONS = re.compile(r"The cluster was started with:\s*Ray: (\S+)\s*Python: (\S+)\s*"
+                       r"This process on .*? was started with:\s*Ray: (\S+)\s*Python: (\S+)", re.S)
+
+
+def version_mismatch(message: str) -> str | None:
+    """Ray's several-line version refusal as one line naming both sides' versions, or None."""
+    found = _VERSIONS.search(message)
+    if not found:
+        return None
+    cluster_ray, cluster_python, own_ray, own_python = found.groups()
+    text = (f"version mismatch: the cluster runs Ray {cluster_ray} on Python {cluster_python}, this process Ray "
+            f"{own_ray} on Python {own_python}; ")
+    if cluster_ray != own_ray:
+        return text + (f"run the trainer with Ray {cluster_ray} (rlf-plugin-ray pins ray=={PINNED_RAY}, as the rlf "
+                       "image has it), or start the cluster from the rlf image")
+    same_minor = cluster_python.split(".")[:2] == own_python.split(".")[:2]
+    hint = (" (only the patch level differs: RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL=minor on both sides accepts it)"
+            if same_minor else "")
+    return text + f"run the trainer on Python {cluster_python}, as the cluster's nodes are{hint}"
 
 
 class RayVector(VectorEnv):

@@ -9,6 +9,10 @@ from pydantic import Field, field_validator
 
 from rlf import StrictModel
 
+PINNED_RAY = "2.60.0"
+"""The Ray version pyproject.toml pins and the rlf image holds: Ray refuses a driver of another version,
+so the trainer and every node run this one (a test checks the three agree)."""
+
 _ADDRESS = re.compile(r"^(local|auto|ray://\S+|[\w.-]+:\d+)$")
 
 
@@ -41,8 +45,9 @@ class RayCollectorConfig(StrictModel):
                     "Past it, the run stops with a checkpoint.")
     connect_timeout_s: float = Field(
         30.0, gt=0.0, le=3600.0,
-        description="With a HOST:PORT or ray:// address: seconds to wait for something to answer there (a head "
-                    "that is still starting) before the run stops with one line.")
+        description="With a HOST:PORT or ray:// address: seconds to wait for a connection that gets no answer at "
+                    "all (a firewall that drops it, a host still booting) before the run stops with one line; a "
+                    "refused connection or a listener that is not Ray stops it at once.")
     restart_timeout_s: float = Field(
         300.0, gt=0.0,
         description="Seconds to wait for a restarted actor (e.g. for a node with free resources to join) "
