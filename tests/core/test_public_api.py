@@ -1,6 +1,6 @@
 """The names plugins import stay what they are once the whole core is loaded: a lazily exported
 function must not be shadowed by a submodule of the same name (``rlf.resolve`` was, once
-``rlf/resolve.py`` existed and something imported it)."""
+``rlf/resolve.py`` existed and something imported it). Runs with torch absent, as the core env does."""
 
 from __future__ import annotations
 
@@ -17,23 +17,36 @@ import rlf
 MODULE_EXPORTS = {("rlf", "checkpoint"), ("rlf", "torch_utils")}
 """Exports that are modules on purpose."""
 
-PACKAGES = ["rlf", "rlf.envs", "rlf.nn", "rlf.plugins"]
+PACKAGES = ["rlf", "rlf.envs", "rlf.nn", "rlf.plugins", "rlf.cli"]
 
-
-def _import_every_core_module() -> None:
-    for info in pkgutil.walk_packages(rlf.__path__, "rlf."):
-        if ".templates" not in info.name:
-            importlib.import_module(info.name)
+NEEDS_TORCH = {"rlf.nn.networks"}
+"""The only core module that imports torch at import time (plugins import it, never the core)."""
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_every_export_resolves_and_is_not_shadowed_by_a_submodule(package):
-    _import_every_core_module()
+def test_no_export_is_named_like_a_submodule(package):
     module = importlib.import_module(package)
-    for name in module.__all__:
-        value = getattr(module, name)
-        if (package, name) not in MODULE_EXPORTS:
-            assert not isinstance(value, types.ModuleType), f"{package}.{name} is the module {value.__name__}"
+    submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
+    exports = set(module.__all__)
+    clashes = {name for name in exports & submodules if (package, name) not in MODULE_EXPORTS}
+    assert not clashes, f"{package} exports {sorted(clashes)}, which importing its submodules would replace"
+
+
+def test_every_export_resolves_after_the_whole_core_is_loaded():
+    missing_torch = set()
+    for info in pkgutil.walk_packages(rlf.__path__, "rlf."):
+        if ".templates" in info.name:
+            continue
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:
+            assert exc.name == "torch", f"{info.name}: {exc}"
+            missing_torch.add(info.name)
+    assert missing_torch <= NEEDS_TORCH
+    for name in rlf.__all__:
+        value = getattr(rlf, name)
+        if ("rlf", name) not in MODULE_EXPORTS:
+            assert not isinstance(value, types.ModuleType), f"rlf.{name} is the module {value.__name__}"
 
 
 def test_importing_rlf_and_discovering_plugins_imports_neither_torch_nor_the_training_loop():

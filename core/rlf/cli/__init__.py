@@ -7,3 +7,6 @@ def main(argv: list[str] | None = None) -> int:
     from rlf.cli.commands import main as run
 
     return run(argv)
+
+
+__all__ = ["main"]
