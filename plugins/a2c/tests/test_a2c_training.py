@@ -3,14 +3,14 @@ curves reach the core's stats, its numbers stay finite on the 3v3 grid, and chec
 
 import numpy as np
 import pytest
-from rlf_plugin_actor_critic.testing import SPARSE, random_baseline, tail_stats
+from rlf_plugin_actor_critic.testing import check_finite_on_the_3v3_grid, check_predator_learns, make_run
 
 import rlf
-from rlf.testing import all_finite, assert_trees_equal, read_csv, restore_only
+from rlf.testing import assert_trees_equal, restore_only
 
 
 def make(tmp_path, env, *overrides):
-    return rlf.make("a2c", env, overrides=["progress=false", f"run_dir='{tmp_path}'", *overrides])
+    return make_run("a2c", tmp_path, env, *overrides)
 
 
 @pytest.mark.slow
@@ -26,43 +26,15 @@ def test_a_predator_learns_to_catch_a_random_prey_sooner_and_more_often_than_a_r
     # Measured (seeds 0, 1): from ~40k steps on, the stochastic policy (entropy 0.05 keeps it loose)
     # catches in 96-100 % of episodes in 17-35 steps, the greedy one in 100 % in ~12-13; a random
     # predator catches in ~27 % of episodes, after ~59 steps.
-    algo = make(tmp_path, "predator-prey", *SPARSE, "steps=60000", "seed=0", "log_interval=2000")
-    algo.train()
-    baseline = random_baseline('a2c', SPARSE)
-    assert baseline["capture"] < 0.4
-    episodes = read_csv(tmp_path / "episodes.csv")
-    late = tail_stats(episodes, 200)
-    assert late["capture"] >= baseline["capture"] + 0.4
-    assert late["steps_to_capture"] <= 0.75 * baseline["steps_to_capture"]
-    greedy = algo.evaluate(episodes=50)
-    assert greedy["capture"] >= 0.9
-    assert greedy["steps_to_capture"] <= 0.5 * baseline["steps_to_capture"]
-    # The per-episode curve comes from the core; the losses from this learner's metrics.
-    columns = set().union(*episodes)  # steps_to_capture is only written for episodes that captured
-    assert {"episode", "return/predator_0", "return", "length", "capture", "steps_to_capture"} <= columns
-    metrics = read_csv(tmp_path / "metrics.csv")
-    assert len(metrics) >= 10
-    assert {"policy_loss", "value_loss", "entropy", "grad_norm"} <= set(metrics[-1])
+    check_predator_learns("a2c", tmp_path, "steps=60000", steps_ratio=0.75)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("normalize", [True, False])
 def test_numbers_stay_finite_for_450_episodes_of_the_3v3_grid_with_both_teams_learning(tmp_path, normalize):
     # The source's A3C overflowed its return normaliser within ~450 episodes of this scenario.
-    algo = make(tmp_path, "predator-prey", "env.scenario='grid-3v3'", "env.learners='all'", "env.max_steps=25",
-                "steps=12000", "num_envs=16", "log_interval=500", f"algo.normalize_returns={str(normalize).lower()}")
-    algo.train()
-    assert algo.counters["episodes"] >= 450
-    metrics = read_csv(tmp_path / "metrics.csv")
-    agents = [f"{team}_{i}" for team in ("predator", "prey") for i in range(3)]
-    assert {f"value_loss/{a}" for a in agents} <= set(metrics[-1])
-    for row in metrics:
-        assert all(np.isfinite(value) for value in row.values()), row
-    state = algo.strategy.state_dict()
-    assert all_finite(state["agent"]) and all_finite(state["learner"])
+    algo = check_finite_on_the_3v3_grid("a2c", tmp_path, "num_envs=16", f"algo.normalize_returns={str(normalize).lower()}")
     assert len(algo.strategy.agent.normalizers) == (6 if normalize else 0)
-    for agent_id, normalizer in algo.strategy.agent.normalizers.items():
-        assert normalizer.count > 0 and np.isfinite(normalizer.std) and normalizer.std > 1.0, agent_id
 
 
 def test_a_checkpoint_restores_weights_optimizer_statistics_counters_and_sampling(tmp_path):

@@ -2,8 +2,6 @@
 processes, config, registration."""
 
 import multiprocessing as mp
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ from rlf_plugin_a3c.factory import build_agent, build_learner
 from rlf_plugin_actor_critic.testing import (  # noqa: F401  (the family's shared tests, collected here)
     OBS,
     Family,
+    check_one_line_config_error,
     probs,
     rollout,
     test_a_checkpoint_of_other_settings_is_refused_in_one_line,
@@ -20,6 +19,7 @@ from rlf_plugin_actor_critic.testing import (  # noqa: F401  (the family's share
     test_continuous_actions_are_refused_with_a_hint,
     test_new_return_statistics_leave_the_critic_s_answers_in_reward_units_unchanged,
     test_observations_are_encoded_by_their_space,
+    test_registration_is_light_and_complete,
     test_rows_where_the_agent_was_not_alive_do_not_touch_the_update,
     test_sampling_is_reproducible_from_the_saved_state,
     test_the_critic_learns_normalised_returns_but_answers_in_reward_units,
@@ -28,7 +28,7 @@ from rlf_plugin_actor_critic.testing import (  # noqa: F401  (the family's share
 
 import rlf
 
-FAMILY = Family("a3c", A3CConfig, build_agent, build_learner, defaults={"async_workers": 0})
+FAMILY = Family("a3c", A3CConfig, build_agent, build_learner, defaults={"async_workers": 0}, strategy="async-workers")
 make_pair = FAMILY.make_pair
 
 
@@ -139,15 +139,4 @@ def test_defaults_are_ppage_s():
     ("algo.entropy=0.1", "did you mean algo.entropy_coef"),
 ])
 def test_bad_settings_are_one_line_errors(override, needle):
-    with pytest.raises(rlf.ConfigError, match=needle) as error:
-        rlf.make("a3c", "gym:CartPole-v1", overrides=[override])
-    assert "\n" not in str(error.value)
-
-
-def test_registration_is_light_and_complete():
-    code = ("import sys; from rlf.plugins.loading import load_registry; spec = load_registry(strict=True).algorithm("
-            "'a3c'); assert 'torch' not in sys.modules, 'torch imported at discovery'; "
-            "print(spec.family, spec.action_spaces, spec.multi_agent, spec.config.__name__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["async-workers", "('discrete',)", "True", "A3CConfig"]
+    check_one_line_config_error("a3c", override, needle)

@@ -60,6 +60,8 @@ class Family:
     critic_lr: str = "lr"
     defaults: dict[str, Any] = field(default_factory=dict)
     """Settings every toy learner gets unless a test sets them (A3C: no worker processes)."""
+    strategy: str = "on_policy"
+    """The strategy family it registers (``spec.family``)."""
 
     def make_pair(self, obs_space=OBS, n_actions=2, agent_ids=("a",), device="cpu", **config):
         spec = rlf.EnvSpec("toy", agent_ids, {a: obs_space for a in agent_ids},
@@ -206,3 +208,74 @@ def test_continuous_actions_are_refused_with_a_hint(family, tmp_path):
                                                                   f"run_dir='{tmp_path}'"])
     with pytest.raises(rlf.IncompatibleError, match="discrete"):
         algo.train()
+
+
+# -- the family's end-to-end checks: each member calls them with its own measured budget -------------
+
+
+def make_run(algorithm: str, tmp_path, env: str, *overrides: str):
+    return rlf.make(algorithm, env, overrides=["progress=false", f"run_dir='{tmp_path}'", *overrides])
+
+
+def check_predator_learns(algorithm: str, tmp_path, *overrides: str, steps_ratio: float):
+    """A predator chasing a random prey (the sparse 10x10 scenario) catches sooner and more often than a
+    random predator: in training (the last 200 episodes, ``steps_to_capture`` within ``steps_ratio`` of
+    random's) and greedily; the curves and losses reach the core's CSVs."""
+    from rlf.testing import read_csv
+
+    algo = make_run(algorithm, tmp_path, "predator-prey", *SPARSE, "seed=0", "log_interval=2000", *overrides)
+    algo.train()
+    baseline = random_baseline(algorithm, SPARSE)
+    assert baseline["capture"] < 0.4
+    episodes = read_csv(tmp_path / "episodes.csv")
+    late = tail_stats(episodes, 200)
+    assert late["capture"] >= baseline["capture"] + 0.4
+    assert late["steps_to_capture"] <= steps_ratio * baseline["steps_to_capture"]
+    greedy = algo.evaluate(episodes=50)
+    assert greedy["capture"] >= 0.9
+    assert greedy["steps_to_capture"] <= 0.5 * baseline["steps_to_capture"]
+    columns = set().union(*episodes)  # steps_to_capture is only written for episodes that captured
+    assert {"episode", "return/predator_0", "return", "length", "capture", "steps_to_capture"} <= columns
+    metrics = read_csv(tmp_path / "metrics.csv")
+    assert len(metrics) >= 10
+    assert {"policy_loss", "value_loss", "entropy", "grad_norm"} <= set(metrics[-1])
+    return algo
+
+
+def check_finite_on_the_3v3_grid(algorithm: str, tmp_path, *overrides: str):
+    """450+ episodes of the 3v3 grid with both teams learning keep every metric, weight and return
+    statistic finite (the source's A3C overflowed its return normaliser within ~450 episodes)."""
+    from rlf.testing import all_finite, read_csv
+
+    algo = make_run(algorithm, tmp_path, "predator-prey", "env.scenario='grid-3v3'", "env.learners='all'",
+                    "env.max_steps=25", "steps=12000", "log_interval=500", *overrides)
+    algo.train()
+    assert algo.counters["episodes"] >= 450
+    metrics = read_csv(tmp_path / "metrics.csv")
+    agents = [f"{team}_{i}" for team in ("predator", "prey") for i in range(3)]
+    assert {f"value_loss/{a}" for a in agents} <= set(metrics[-1])
+    for row in metrics:
+        assert all(np.isfinite(value) for value in row.values()), row
+    state = algo.strategy.state_dict()
+    assert all_finite(state["agent"]) and all_finite(state["learner"])
+    for agent_id, normalizer in algo.strategy.agent.normalizers.items():
+        assert normalizer.count > 0 and np.isfinite(normalizer.std) and normalizer.std > 1.0, agent_id
+    return algo
+
+
+def test_registration_is_light_and_complete(family):
+    import subprocess
+    import sys
+
+    code = ("import sys; from rlf.plugins.loading import load_registry; spec = load_registry(strict=True).algorithm("
+            f"{family.algorithm!r}); assert 'torch' not in sys.modules, 'torch imported at discovery'; "
+            "print(spec.family, spec.action_spaces, spec.multi_agent, spec.config.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [family.strategy, "('discrete',)", "True", family.config.__name__]
+
+
+def check_one_line_config_error(algorithm: str, override: str, needle: str) -> None:
+    with pytest.raises(rlf.ConfigError, match=needle) as error:
+        rlf.make(algorithm, "gym:CartPole-v1", overrides=[override])
+    assert "\n" not in str(error.value)
