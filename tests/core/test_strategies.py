@@ -28,8 +28,15 @@ def test_the_core_strategies_are_registered_through_the_hook_and_the_enum_names_
     assert reg.strategy("off_policy").name == reg.strategy("off-policy").name == "off-policy"
     assert reg.strategies["on-policy"].config is rlf.OnPolicyConfig
     assert reg.strategy("monte-carlo").plugin == "third-party"
-    # what an existing plugin declared is kept as it declared it
     assert reg.algorithm("linear-pg").family == StrategyFamily.ON_POLICY
+
+
+def test_the_enum_values_are_the_registered_names_and_the_old_spellings_still_work(reg):
+    assert StrategyFamily.OFF_POLICY == "off-policy" and StrategyFamily.ON_POLICY == "on-policy"
+    assert set(StrategyFamily) <= set(reg.strategies)
+    # a plugin written against the underscore values registers the family by its registered name
+    registered = _registry_with("off_policy")
+    assert registered.algorithm("x").family == "off-policy"
 
 
 def test_an_algorithm_runs_on_the_strategy_its_family_names(reg, tmp_path):

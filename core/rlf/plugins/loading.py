@@ -36,6 +36,7 @@ from rlf.plugins.specs import (
     StrategyFamily,
     StrategySpec,
     _builder,
+    strategy_name,
 )
 
 
@@ -147,6 +148,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             if not isinstance(family, str) or not family:
                 raise PluginError(f"algorithm {name!r}: family must name a registered strategy "
                                   f"(e.g. 'on-policy'), not {family!r}")
+            family = strategy_name(family)
             family = StrategyFamily(family) if family in set(StrategyFamily) else family
             if not (isinstance(config, type) and issubclass(config, AlgorithmConfig)):
                 raise PluginError(f"algorithm {name!r}: config must subclass rlf.AlgorithmConfig")

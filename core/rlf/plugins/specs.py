@@ -23,17 +23,15 @@ ENTRY_POINT_GROUP = "rlf"
 
 
 class StrategyFamily(StrEnum):
-    """The core's two strategy families, by their names before strategies were plugins.
+    """The core's two strategy families by their registered names: ``family=StrategyFamily.OFF_POLICY``
+    is ``family="off-policy"``. The underscore spellings these once had (``"off_policy"``) still name
+    the same strategies (``STRATEGY_ALIASES``), so plugins written against them keep working."""
 
-    Kept so existing plugins keep working: ``family=StrategyFamily.ON_POLICY`` names the registered
-    strategy ``on-policy`` (see ``STRATEGY_ALIASES``). New code names a strategy by its registered name.
-    """
-
-    ON_POLICY = "on_policy"
-    OFF_POLICY = "off_policy"
+    ON_POLICY = "on-policy"
+    OFF_POLICY = "off-policy"
 
 
-STRATEGY_ALIASES = {StrategyFamily.ON_POLICY.value: "on-policy", StrategyFamily.OFF_POLICY.value: "off-policy"}
+STRATEGY_ALIASES = {"on_policy": StrategyFamily.ON_POLICY.value, "off_policy": StrategyFamily.OFF_POLICY.value}
 
 
 def strategy_name(family: str) -> str:

@@ -64,7 +64,7 @@ def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 
 def test_registered_as_off_policy_dqn_and_the_entry_point_does_not_import_torch():
     spec = rlf.registry().algorithm("dqn")
-    assert spec.family == "off_policy" and spec.default_env == "gym:CartPole-v1"
+    assert spec.family == "off-policy" and spec.default_env == "gym:CartPole-v1"
     assert spec.action_spaces == ("discrete",) and spec.multi_agent
     code = ("import sys, rlf; spec = rlf.registry().algorithm('dqn'); "
             "print(spec.config.__name__, 'torch' in sys.modules)")

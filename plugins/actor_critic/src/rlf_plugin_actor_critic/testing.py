@@ -60,7 +60,7 @@ class Family:
     critic_lr: str = "lr"
     defaults: dict[str, Any] = field(default_factory=dict)
     """Settings every toy learner gets unless a test sets them (A3C: no worker processes)."""
-    strategy: str = "on_policy"
+    strategy: str = "on-policy"
     """The strategy family it registers (``spec.family``)."""
 
     def make_pair(self, obs_space=OBS, n_actions=2, agent_ids=("a",), device="cpu", **config):
