@@ -32,6 +32,7 @@ from rlf.interfaces import (
     BuildContext,
     EnvSpec,
     Learner,
+    Resume,
     Rollout,
     StateTree,
     Transitions,
@@ -90,6 +91,6 @@ __all__ = [
     "BuildContext", "Callback", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
     "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
     "Logger", "RegisterAlgorithm", "RegisterCallback", "RegisterCollector", "RegisterEnvironment",
-    "RegisterLogger", "RegisterStrategy", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "RegisterLogger", "RegisterStrategy", "Resume", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,
 ]

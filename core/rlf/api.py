@@ -60,6 +60,8 @@ class Algorithm:
         self._saved_step: int | None = None
         self._loop: dict[str, Any] | None = None
         """Where the last ``train()`` left the trainer's loop (a later ``train()`` continues it)."""
+        self._callback_states: dict[str, Any] = {}
+        """Callbacks' saved states (``Callback.state_dict``) as the last ``train()`` left them."""
         self.stop_reason: str | None = None
         """Why the last ``train()`` stopped before its budget (a ``stop_at`` callback), else None."""
         self._weights_only = False
@@ -106,8 +108,8 @@ class Algorithm:
         The run directory is locked while training. A directory that already holds another run, or
         files rlf did not write, is refused unless ``overwrite`` (which removes the files rlf wrote
         there first and keeps every other file); continuing this object's
-        own run (after ``rlf.load(run_dir)`` or an earlier ``train()``) first cuts ``metrics.csv`` and
-        ``episodes.csv`` back to the checkpoint's env step.
+        own run (after ``rlf.load(run_dir)`` or an earlier ``train()``) tells every plugin (``on_resume``),
+        and the CSV and TensorBoard loggers cut what they logged back to the checkpoint's env step.
         """
         if self._weights_only:
             raise ConfigError("this is an exported agent (weights only: no optimizer, replay or RNG state), which "
@@ -127,12 +129,12 @@ class Algorithm:
         lock = RunDirLock(run_dir)
         try:
             lock.acquire()
-            if self._continues:
-                rundir.truncate_history(run_dir, done)
-            elif overwrite or rundir.holds_debris(run_dir):
-                rundir.remove_run(run_dir)  # only the files rlf wrote
-            else:
-                rundir.refuse_existing_run(run_dir)
+            # continuing its own run, the loggers cut their files back to the checkpoint (on_resume)
+            if not self._continues:
+                if overwrite or rundir.holds_debris(run_dir):
+                    rundir.remove_run(run_dir)  # only the files rlf wrote
+                else:
+                    rundir.refuse_existing_run(run_dir)
             # files rlf did not write are never deleted; a new run beside them needs --overwrite
             rundir.refuse_foreign(run_dir, allowed=overwrite or self._continues)
             if steps is not None:
@@ -158,12 +160,14 @@ class Algorithm:
             # train() again on the same object continues, exactly as a resume from a checkpoint would
             from rlf.training.trainer import rng_state
 
-            self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state(), "trainer": self._loop}
+            self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state(), "trainer": self._loop,
+                             "callbacks": self._callback_states}
         self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector(),
                                        self.resolved.strategy)
-        loop = None
+        loop, resuming, callback_states = None, self._pending is not None, None
         if self._pending is not None:
             loop = self._pending.get("trainer")  # absent from checkpoints of older rlf versions
+            callback_states = self._pending.get("callbacks")
             self.strategy.load_state_dict(self._pending["strategy"])
             try:
                 set_rng_state(self._pending["rng"])
@@ -174,13 +178,14 @@ class Algorithm:
         elif not self.counters.get("env_steps"):
             seed_global_rngs(run.seed)
         trainer = Trainer(self.strategy, run, self.run_dir, self._save_checkpoint, self.counters,
-                          self._callbacks(callbacks), loop=loop)
+                          self._callbacks(callbacks), loop=loop, resuming=resuming, callback_states=callback_states)
         self.stop_reason = None
         try:
             return trainer.train()
         finally:
             self.counters = trainer.counters
             self._loop = trainer.loop_state()
+            self._callback_states = dict(trainer.callback_states)
             self.stop_reason = trainer.stop_reason
             self._agent_state = self.strategy.agent.state_dict() if self.strategy.agent else None
 
@@ -198,6 +203,7 @@ class Algorithm:
                                          f"a {type(made).__name__}, not an rlf.{kind.capitalize()} (no "
                                          f"{', '.join(missing[:3])}); fix the plugin")
                 made._rlf_label = (spec.plugin, f"{kind} {name!r}")
+                made._rlf_state_key = f"{kind}.{name}"
                 built.append(made)
         if run.eval_interval:
             seed = run.seed + 2_000_003  # every evaluation plays the same episodes: scores compare
@@ -246,9 +252,11 @@ class Algorithm:
         path = Path(path)
         if self.strategy is not None and self.strategy.agent is not None:
             trainer_state = {"counters": dict(self.counters), "rng": rng_state(),
-                             "strategy": self.strategy.state_dict(), "trainer": self._loop}
+                             "strategy": self.strategy.state_dict(), "trainer": self._loop,
+                             "callbacks": self._callback_states}
         elif self._pending is not None:  # loaded, not trained since: save what was loaded
-            trainer_state = {key: self._pending.get(key) for key in ("counters", "rng", "strategy", "trainer")}
+            trainer_state = {key: self._pending.get(key) for key in ("counters", "rng", "strategy", "trainer",
+                                                                     "callbacks")}
         else:
             raise CheckpointError("nothing to save yet: call train() first (or rlf.load a checkpoint)")
         check_tree(trainer_state["strategy"], "strategy", "the state to save", None)

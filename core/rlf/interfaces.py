@@ -66,6 +66,30 @@ StateTree = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Resume:
+    """What every plugin is told when training continues from a checkpoint (``on_resume``): where the run
+    stands and whether the episodes under way were restored or restarted.
+
+    It comes after ``setup`` (the strategy has built and restored everything) and before the first step
+    and ``on_start``: counters, schedules and weights are already the checkpoint's. A fresh run gets no
+    ``on_resume``. Rows a killed run logged after ``env_step`` are not part of the run any more: a logger
+    cuts its own files back to it, as the core's CSV and TensorBoard loggers do."""
+
+    env_step: int
+    """The checkpoint's env step: training continues from here."""
+    iterations: int
+    """Strategy steps done so far (a rollout and its update, or a chunk of off-policy steps)."""
+    episodes: int
+    """Episodes finished so far."""
+    episodes_restored: bool
+    """True where the episodes under way at the checkpoint continue (exact resume: ``vector=sync`` and
+    envs with ``get_state``/``set_state``); False where fresh ones were started, so per-episode state a
+    plugin keeps (n-step buffers, eligibility traces, per-env accumulators) must be dropped."""
+    reason: str | None = None
+    """Why fresh episodes were started (None where they were restored); the same text the console shows."""
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """What builders learn about the environment before any agent exists."""
 
@@ -174,6 +198,10 @@ class Agent(ABC):
         """Scalars worth logging (e.g. epsilon)."""
         return {}
 
+    def on_resume(self, resume: Resume) -> None:  # noqa: B027 - optional hook
+        """Training continues from a checkpoint (after ``load_state_dict``); where
+        ``resume.episodes_restored`` is False, every env starts a new episode: drop per-episode state."""
+
     @abstractmethod
     def state_dict(self) -> StateTree: ...
 
@@ -201,6 +229,11 @@ class Learner(ABC):
 
     @abstractmethod
     def load_state_dict(self, state: StateTree) -> None: ...
+
+    def on_resume(self, resume: Resume) -> None:  # noqa: B027 - optional hook
+        """Training continues from a checkpoint (after ``load_state_dict``); where
+        ``resume.episodes_restored`` is False, transitions in flight (an n-step buffer) belong to episodes
+        that will never continue: drop them."""
 
     def worker_init(self) -> None:  # noqa: B027 - optional hook
         """Called first in a worker process (async strategies), e.g. to limit torch to one thread."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from rlf.envs.state import StateUnavailable
 from rlf.errors import PluginError
-from rlf.interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec, StateTree
+from rlf.interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec, Resume, StateTree
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,10 @@ class VectorEnv:
     def set_state(self, state: StateTree) -> None:
         """Put freshly built env copies into the state ``get_state`` returned."""
         raise StateUnavailable(f"{type(self).__name__} does not restore env state")
+
+    def on_resume(self, resume: Resume) -> None:
+        """Training continues from a checkpoint (``rlf.Resume``), after ``reset`` or ``set_state``;
+        optional (the strategy calls it where a collector defines it)."""
 
 
 def _space_kind(space: gymnasium.Space) -> str:

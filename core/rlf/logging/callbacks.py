@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rlf.interfaces import Resume, StateTree
     from rlf.training.strategy import StepResult
     from rlf.training.trainer import Trainer
 
@@ -28,7 +29,23 @@ BEST_FILE = "best.json"
 class Callback:
     """Override any of these; the defaults do nothing. Events come in this order per strategy step:
     ``on_episode_end`` (if episodes ended), ``on_step``, ``on_eval`` (from an evaluation callback),
-    ``on_log`` (every ``log_interval``), ``on_checkpoint``. ``close`` is called even after an error."""
+    ``on_log`` (every ``log_interval``), ``on_checkpoint``. Before the first step: ``load_state_dict``
+    and ``on_resume`` (a resumed run only), then ``on_start``. ``close`` is called even after an error."""
+
+    def state_dict(self) -> StateTree | None:
+        """What this callback needs to continue after a resume (a plateau counter, the best score so
+        far), saved in every checkpoint under its key (``logger.<name>``, ``callback.<name>``, or for an
+        instance passed to ``train()`` its ``state_key`` attribute, else its class). Numbers, strings,
+        bools, None, numpy arrays, lists and dicts of them only (no pickles). None: nothing to save."""
+        return None
+
+    def load_state_dict(self, state: StateTree) -> None:
+        """On a resume, what ``state_dict`` returned at the checkpoint (before ``on_resume``)."""
+
+    def on_resume(self, trainer: Trainer, resume: Resume) -> None:
+        """Training continues from a checkpoint (``rlf.Resume``: its env step, and whether the episodes
+        under way were restored). Rows a killed run wrote after ``resume.env_step`` are not part of the
+        run any more: a logger that appends to a file cuts it back here."""
 
     def on_start(self, trainer: Trainer) -> None:
         """Training starts (or resumes); the strategy is set up."""

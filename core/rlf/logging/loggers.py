@@ -57,6 +57,15 @@ class CsvLogger(Logger):
             self.logs[name] = CsvLog(self.run_dir / name)
         return self.logs[name]
 
+    def on_resume(self, trainer, resume) -> None:
+        # a killed run logged past its checkpoint; the resume repeats those steps
+        from rlf.storage.files import HISTORY_FILES
+        from rlf.storage.rundir import truncate_history
+
+        self.close()
+        self.logs = {}
+        truncate_history(self.run_dir, resume.env_step, HISTORY_FILES)
+
     def on_start(self, trainer) -> None:
         self._log("metrics.csv")
         self._log("episodes.csv")
@@ -81,14 +90,17 @@ class TensorBoardLogger(Logger):
     def __init__(self, run_dir: Path):
         self.directory = Path(run_dir) / TENSORBOARD_DIR
         self.writer = None
+        self.purge_step: int | None = None
+
+    def on_resume(self, trainer, resume) -> None:
+        # TensorBoard hides what a killed run logged after its checkpoint (as the CSVs are cut)
+        self.purge_step = resume.env_step + 1
 
     def on_start(self, trainer) -> None:
         SummaryWriter = _tensorboardx().SummaryWriter  # noqa: N806 - the class, by its own name
 
-        # On resume, TensorBoard hides what a killed run logged after its checkpoint (as the CSVs are cut)
-        resumed = trainer.counters["env_steps"]
         files = TensorBoardFiles(self.directory.parent)
-        self.writer = SummaryWriter(str(self.directory), flush_secs=30, purge_step=resumed + 1 if resumed else None,
+        self.writer = SummaryWriter(str(self.directory), flush_secs=30, purge_step=self.purge_step,
                                     filename_suffix=files.suffix)
         files.record()
 

@@ -58,6 +58,11 @@ def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     raise CheckpointError(f"cannot checkpoint a {type(value).__name__}; use arrays, numbers, strings, lists, dicts")
 
 
+def check_storable(tree: Any) -> None:
+    """Raise ``CheckpointError`` saying why where ``tree`` is not a ``StateTree`` a checkpoint can hold."""
+    _encode(tree, {})
+
+
 def _decode(value: Any, arrays: Callable[[str], np.ndarray]) -> Any:
     if isinstance(value, dict):
         if "__nd__" in value:

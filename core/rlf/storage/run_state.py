@@ -47,11 +47,13 @@ class RunState(BaseModel):
     counters: dict[str, StrictInt]
     rng: _Rng
     strategy: _Strategy
+    callbacks: dict[StrictStr, Any] | None = None
+    """Callbacks' and loggers' own states by key (``Callback.state_dict``); absent before rlf saved them."""
 
 
 _PARTS = {"strategy.learner": "the learner's state", "strategy.agent": "the agent's weights",
           "rng": "the RNG state", "counters": "the step counters", "config": "the run config",
-          "strategy": "the agent's and learner's state"}
+          "strategy": "the agent's and learner's state", "callbacks": "the callbacks' states"}
 
 
 def validate_state(path: Path, state: Any) -> RunState:

@@ -29,7 +29,7 @@ from rlf.training.actors import (
 )
 from rlf.training.episodes import EpisodeTracker
 from rlf.training.startup import plugin_call
-from rlf.training.strategy import BaseStrategy, StepResult, say_fresh_episodes
+from rlf.training.strategy import BaseStrategy, StepResult
 
 
 class OffPolicyStrategy(BaseStrategy):
@@ -110,7 +110,7 @@ class OffPolicyStrategy(BaseStrategy):
         if self._pending_state is not None:
             self._restore(self._pending_state)
             self._pending_state = None
-            say_fresh_episodes("off-policy actor processes step their own envs")
+            self.start_fresh_episodes("off-policy actor processes step their own envs")
         self._steps_since_sync = 0
         weights = self.learner.weights()
         base_seed = run.seed + 7919 * self._reset_count

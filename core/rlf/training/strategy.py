@@ -15,8 +15,9 @@ import numpy as np
 from rlf.envs.base import VectorEnv
 from rlf.envs.collectors import SYNC, Collector
 from rlf.envs.state import StateUnavailable, restore_vector, vector_state
-from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, StateTree
+from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, Resume, StateTree
 from rlf.training.episodes import EpisodeTracker
+from rlf.errors import guarded
 from rlf.training.startup import (
     BUILD_WAIT_S,
     _BackgroundBuild,
@@ -60,6 +61,16 @@ class TrainStrategy(ABC):
     @abstractmethod
     def teardown(self) -> None: ...
 
+    def fresh_episodes_reason(self) -> str | None:
+        """After ``setup`` on a resume: None where the episodes under way at the checkpoint continue,
+        else why fresh ones were started (``rlf.Resume.reason``). A strategy that does not restore
+        episodes keeps this default."""
+        return f"the {self.family!r} strategy does not restore the episodes under way"
+
+    def on_resume(self, resume: Resume) -> None:  # noqa: B027 - optional hook
+        """Training continues from a checkpoint: after ``setup``, before the first ``step``.
+        ``BaseStrategy`` passes it on to the agent, the learner and the collector's vector env."""
+
     def resume_supervision(self, counters: dict[str, int]) -> None:
         """Before ``setup`` on a resume: the checkpoint's counters, so fault budgets (``run.env_restarts``)
         stay one budget for the whole run. A strategy without workers to supervise ignores them."""
@@ -98,6 +109,7 @@ class BaseStrategy(TrainStrategy):
         """Env worker restarts a resumed run had used (``resume_supervision``, before ``setup``)."""
         self._dropped_before = 0
         self._last_inflight: StateTree | None = None
+        self._fresh_reason: str | None = None
 
     def resume_supervision(self, counters: dict[str, int]) -> None:
         self.restarts_used = int(counters.get("env_restarts", 0))
@@ -208,8 +220,24 @@ class BaseStrategy(TrainStrategy):
                 self.obs = obs
                 self._reset_count -= 1  # no new reset happened: the next resume seeds as this one would have
                 return True
-        say_fresh_episodes(reason)
+        self.start_fresh_episodes(reason)
         return False
+
+    def start_fresh_episodes(self, reason: str) -> None:
+        """A resume that cannot continue its episodes: say so once, and tell every plugin (``on_resume``)."""
+        self._fresh_reason = reason
+        say_fresh_episodes(reason)
+
+    def fresh_episodes_reason(self) -> str | None:
+        return self._fresh_reason
+
+    def on_resume(self, resume: Resume) -> None:
+        plugin_call(self.algorithm, "agent.on_resume", self.agent.on_resume, resume)
+        plugin_call(self.algorithm, "learner.on_resume", self.learner.on_resume, resume)
+        told = getattr(self.envs, "on_resume", None)  # optional for a collector's vector env
+        if callable(told):
+            collector = self.collector
+            guarded(getattr(collector, "plugin", "rlf"), f"collector {collector.name!r} on_resume", told, resume)
 
     def load_state_dict(self, state: StateTree) -> None:
         if self.learner is None:

@@ -5,6 +5,7 @@ the metric rows; the strategy owns how experience is collected and learned from,
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -15,8 +16,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlf.config import RunConfig
-from rlf.errors import PluginRunError, guarded
+from rlf.errors import CheckpointError, PluginRunError, guarded
 from rlf.finite import check_step, check_weights
+from rlf.interfaces import Resume
 from rlf.logging.callbacks import Callback
 from rlf.logging.means import average_metrics, episode_means
 from rlf.training.strategy import TrainStrategy
@@ -49,7 +51,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 class Trainer:
     def __init__(self, strategy: TrainStrategy, run: RunConfig, run_dir: Path,
                  save_checkpoint: Callable[..., Path | None], counters: dict[str, int] | None = None,
-                 callbacks: Sequence[Callback] = (), loop: dict[str, Any] | None = None):
+                 callbacks: Sequence[Callback] = (), loop: dict[str, Any] | None = None,
+                 resuming: bool = False, callback_states: dict[str, Any] | None = None):
         self.strategy = strategy
         self.run = run
         self.run_dir = Path(run_dir)
@@ -71,6 +74,15 @@ class Trainer:
         self._next_checkpoint: int | None = None
         if loop is not None:
             self._load_loop(loop)
+        self.resume: Resume | None = None
+        """On a run that continues from a checkpoint, what ``on_resume`` told every plugin (set before
+        ``on_start``); None on a fresh run."""
+        self._resuming = resuming
+        self._keys = _state_keys(self.callbacks)
+        self.callback_states: dict[str, Any] = dict(callback_states or {})
+        """Callbacks' ``state_dict`` results by key (``logger.<name>``, ``callback.<name>``, or a Python
+        callback's ``state_key``/class), as the last checkpoint saved them; states of callbacks this run
+        does not select are carried on unchanged."""
 
     # -- where the loop stands between rows and checkpoints (saved, so a resume logs what the
     # uninterrupted run would have: same row steps, same running means) ------------------------------
@@ -110,9 +122,13 @@ class Trainer:
             self.stop_reason = reason
 
     def checkpoint(self, name: str | None = None) -> Path | None:
-        self.counters.update(self.strategy.supervision_counters())
-        state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
-                 "trainer": self.loop_state()}
+        """Write the run's checkpoint, or with ``name`` (a file name ending in ``.rlf``, such as
+        ``best.rlf``) another complete checkpoint beside it, which ``rlf eval`` and ``rlf.load`` read like
+        the main one. Callbacks may call it from any event; ``on_checkpoint`` follows."""
+        if name is not None and (not isinstance(name, str) or not _CHECKPOINT_NAME.fullmatch(name)):
+            raise ValueError(f"trainer.checkpoint(name): {name!r} is not a checkpoint file name; give a plain "
+                             "file name in the run directory ending in .rlf, such as 'best.rlf'")
+        state = self._state()
         path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
         if path is not None:
             self.emit("on_checkpoint", Path(path))
@@ -132,6 +148,9 @@ class Trainer:
             self.strategy.resume_supervision(counters)
             self.strategy.setup()
             ready = True
+            self._load_callback_states()
+            if self._resuming:
+                self._announce_resume()
             self.emit("on_start")
             while counters["env_steps"] < run.steps and self.stop_reason is None:
                 result = self.strategy.step(run.steps - counters["env_steps"])
@@ -190,11 +209,73 @@ class Trainer:
 
 
     def _quiet_checkpoint(self) -> None:
-        """The state as it stands, saved without telling the callbacks (one of them just failed)."""
+        """The state as it stands, saved without telling the callbacks (one of them just failed; their
+        states are the last checkpoint's)."""
+        self.save_checkpoint(self._state(ask_callbacks=False))
+
+    def _state(self, ask_callbacks: bool = True) -> dict[str, Any]:
         self.counters.update(self.strategy.supervision_counters())
-        state = {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
-                 "trainer": self.loop_state()}
-        self.save_checkpoint(state)
+        if ask_callbacks:
+            self._collect_callback_states()
+        return {"counters": dict(self.counters), "rng": rng_state(), "strategy": self.strategy.state_dict(),
+                "trainer": self.loop_state(), "callbacks": dict(self.callback_states)}
+
+    # -- resumes and callbacks' own state --------------------------------------------------------
+    def _announce_resume(self) -> None:
+        reason = self.strategy.fresh_episodes_reason()
+        counters = self.counters
+        self.resume = Resume(env_step=counters["env_steps"], iterations=counters["iterations"],
+                             episodes=counters["episodes"], episodes_restored=reason is None, reason=reason)
+        self.strategy.on_resume(self.resume)
+        for callback in self.callbacks:
+            method = getattr(callback, "on_resume", None)  # optional: callbacks written before it exist
+            if callable(method):
+                _call(callback, "on_resume", method, self, self.resume)
+
+    def _load_callback_states(self) -> None:
+        for callback, key in zip(self.callbacks, self._keys, strict=True):
+            method = getattr(callback, "load_state_dict", None)
+            if key in self.callback_states and callable(method):
+                _call(callback, "load_state_dict", method, self.callback_states[key])
+
+    def _collect_callback_states(self) -> None:
+        from rlf.storage.checkpoint import check_storable
+
+        for callback, key in zip(self.callbacks, self._keys, strict=True):
+            method = getattr(callback, "state_dict", None)
+            state = _call(callback, "state_dict", method) if callable(method) else None
+            if state is None:
+                continue
+            try:
+                check_storable(state)
+            except CheckpointError as exc:
+                who = getattr(callback, "_rlf_label", None)
+                text = f"its state_dict returned what a checkpoint cannot hold ({exc})"
+                if who is None:
+                    raise CheckpointError(f"callback {type(callback).__name__}: {text}") from None
+                error = PluginRunError(f"plugin {who[0]!r} failed in {who[1]} state_dict: {text}; fix the plugin")
+                error.hook_only = True  # the training state is whole: saved with the callbacks' last states
+                raise error from None
+            self.callback_states[key] = state
+
+
+_CHECKPOINT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.rlf")
+
+
+def _state_keys(callbacks: Sequence[Callback]) -> list[str]:
+    """Where each callback's state is kept in a checkpoint: ``logger.<name>`` / ``callback.<name>`` for
+    registered ones (set by ``api.Algorithm._callbacks``), else its ``state_key`` attribute or its class,
+    numbered where two share one."""
+    keys: list[str] = []
+    for callback in callbacks:
+        key = (getattr(callback, "_rlf_state_key", None) or getattr(callback, "state_key", None)
+               or f"{type(callback).__module__}.{type(callback).__qualname__}")
+        base, n = str(key), 1
+        while key in keys:
+            n += 1
+            key = f"{base}#{n}"
+        keys.append(key)
+    return keys
 
 
 def _call(callback: Callback, event: str, method: Callable[..., Any], *args: Any) -> Any:
