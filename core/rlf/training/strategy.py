@@ -15,9 +15,9 @@ import numpy as np
 from rlf.envs.base import VectorEnv
 from rlf.envs.collectors import SYNC, Collector
 from rlf.envs.state import StateUnavailable, restore_vector, vector_state
+from rlf.errors import guarded
 from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, Resume, StateTree
 from rlf.training.episodes import EpisodeTracker
-from rlf.errors import guarded
 from rlf.training.startup import (
     BUILD_WAIT_S,
     _BackgroundBuild,
