@@ -338,3 +338,63 @@ def test_a_setting_directory_that_is_a_link_out_is_refused(registry, experiment_
     with pytest.raises(ConfigError, match="is a symbolic link"):
         run_experiment(experiment, log=lambda line: None, registry=registry)
     assert not any(elsewhere.iterdir())
+
+
+def test_until_ends_a_run_at_its_target_and_its_evaluation_is_the_check(registry, experiment_file, tmp_path):
+    text = experiment_file.read_text().replace(
+        'settings = ["short"]', 'settings = ["short"]\nuntil = {metric = "reached", value = 1, mode = "greedy", '
+                                'every = 200, settings = ["short"]}')
+    experiment_file.write_text(text)
+    experiment = load_experiment(experiment_file, only=["short/tabular-q-seed0"], steps=20_000)
+    log: list[str] = []
+    assert run_experiment(experiment, log=log.append, registry=registry, report=False) == {
+        "short/tabular-q-seed0": "trained"}
+    path = experiment.runs[0].path
+    record = json.loads((path / "experiment.json").read_text())
+    assert record["until"]["metric"] == "reached" and record["until"]["value"] >= 1
+    assert 0 < record["env_steps"] < 20_000 and record["env_steps"] % 200 == 0
+    checks = [line for line in log if "greedy evaluation at env step" in line]
+    assert checks[-1].endswith("reached, the run ends here") and all(c.endswith("not yet") for c in checks[:-1])
+    with open(path / "final_eval.csv") as handle:   # the published evaluation is the check that stopped it
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 3 and sum(float(r["reached"]) for r in rows) / 3 == record["until"]["value"]
+    # a finished run stays finished, short of its budget
+    assert run_experiment(experiment, log=log.append, registry=registry, report=False) == {
+        "short/tabular-q-seed0": "done"}
+    assert not any("resuming" in line for line in log)
+
+
+def test_until_never_reached_trains_to_the_budget_checking_on_the_way(registry, experiment_file):
+    text = experiment_file.read_text().replace(
+        'settings = ["short"]', 'settings = ["short"]\nuntil = {metric = "reached", value = 2, every = 200}')
+    experiment_file.write_text(text)
+    experiment = load_experiment(experiment_file, only=["short/tabular-q-seed0"], steps=600)
+    assert experiment.runs[0].until.mode == "stochastic" and experiment.runs[0].until.episodes == 3
+    log: list[str] = []
+    run_experiment(experiment, log=log.append, registry=registry, report=False)
+    record = json.loads((experiment.runs[0].path / "experiment.json").read_text())
+    assert record["env_steps"] == 600 and "until" not in record
+    assert [line.split("env step ")[1].split(" ")[0] for line in log if "evaluation at env step" in line] == [
+        "200", "400"]
+
+
+@pytest.mark.parametrize("until, message", [
+    ('{metric = "reached", value = 1, every = 200, settings = ["nope"]}', "until.settings: unknown setting(s)"),
+    ('{metric = "reached", value = nan, every = 200}', "until.value"),
+    ('{metric = "reached", value = 1, every = 0}', "until.every = 0: the budget must be a whole"),
+    ('{metric = "reached", value = 1, every = 10, mode = "sampled"}', "until.mode = 'sampled'"),
+    ('{metric = "reached", value = 1}', "until.every is missing"),
+    ('{metric = "reached", value = 1, every = 10, when = 3}', "unknown key(s) ['until.when']"),
+])
+def test_bad_until_tables_are_one_line(experiment_file, until, message):
+    experiment_file.write_text(experiment_file.read_text().replace(
+        'settings = ["short"]', f'settings = ["short"]\nuntil = {until}'))
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        load_experiment(experiment_file)
+
+
+def test_until_needs_evaluation_episodes(experiment_file):
+    experiment_file.write_text(experiment_file.read_text().replace("eval_episodes = 3", "eval_episodes = 0").replace(
+        'settings = ["short"]', 'settings = ["short"]\nuntil = {metric = "reached", value = 1, every = 10}'))
+    with pytest.raises(ConfigError, match=r"until: the target is checked by evaluating eval_episodes episodes"):
+        load_experiment(experiment_file)

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rlf.config import merge
 from rlf.errors import ConfigError
@@ -62,15 +63,29 @@ def _ours(path: Path) -> bool:
     return empty or (path / files.MANIFEST_FILE).is_file() or RUN_FILE in files.owned_files(path)
 
 
-def _done_steps(run: PlannedRun) -> int | None:
-    """Env steps a finished run reached (None: not finished)."""
+def _done_record(run: PlannedRun) -> dict[str, Any] | None:
+    """What the finished-run marker says (None: not finished)."""
     marker = run.path / DONE_FILE
     if not marker.is_file():
         return None
     try:
-        return int(json.loads(marker.read_text())["env_steps"])
+        record = json.loads(marker.read_text())
+        record["env_steps"] = int(record["env_steps"])
     except (ValueError, KeyError, TypeError):
         return None
+    return record if isinstance(record, dict) else None
+
+
+def _done_steps(run: PlannedRun) -> int | None:
+    """Env steps a finished run reached (None: not finished)."""
+    record = _done_record(run)
+    return None if record is None else record["env_steps"]
+
+
+def _finished(run: PlannedRun) -> bool:
+    """Trained to its budget, or stopped at its ``until`` target."""
+    record = _done_record(run)
+    return record is not None and (record["env_steps"] >= run.steps or bool(record.get("until")))
 
 
 def _sigterm_as_interrupt(signum, frame):  # a `kill` saves a checkpoint like Ctrl-C does
@@ -78,47 +93,79 @@ def _sigterm_as_interrupt(signum, frame):  # a `kill` saves a checkpoint like Ct
 
 
 def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=None) -> str:
-    """Train (or resume, or skip) one run to its budget; returns what happened."""
+    """Train (or resume, or skip) one run to its budget, or to its ``until`` target; returns what happened."""
     from rlf import api, saved
     from rlf.api import CHECKPOINT_FILE
 
     steps = run.steps
-    done = _done_steps(run)
-    if done is not None and done >= steps:
+    if _finished(run):
         return "done"
-    if (run.path / CHECKPOINT_FILE).is_file():
-        algo = saved.load(run.path, overrides=["run.progress=false"], registry=registry)
-        at = algo.counters.get("env_steps", 0)
-        if at >= steps:
-            _mark_done(run, at)
-            return "done"
-        log(f"{run.name}: resuming at env step {at} of {steps}")
-        action = "resumed"
-    else:
-        if run.path.exists() and any(run.path.iterdir()):
-            if not _ours(run.path):  # checked before training began; it may have appeared since
-                _check_place(run)
-            # hidden, so `rlf compare <runs_dir>` does not count it as another seed
-            aside = run.path.with_name(f".{run.path.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
-            run.path.rename(aside)
-            log(f"{run.name}: no checkpoint in the old directory; moved it to {aside} and starting over")
-        config = merge(run.config, {"run": {"run_dir": str(run.path), "progress": False}})
-        algo = api.make(run.algorithm, env, config=config, registry=registry)
-        log(f"{run.name}: training {steps} env steps")
-        action = "trained"
-    start = time.perf_counter()
-    summary = algo.train(steps=steps)
-    _mark_done(run, int(algo.counters.get("env_steps", steps)))
-    shown = {k: round(v, 3) for k, v in summary.items() if k.startswith("mean_")}
-    log(f"{run.name}: finished in {time.perf_counter() - start:.0f} s {json.dumps(shown)}")
-    return action
+    action = "done"
+    while True:  # one pass per `until` check; a single pass without a target
+        if (run.path / CHECKPOINT_FILE).is_file():
+            algo = saved.load(run.path, overrides=["run.progress=false"], registry=registry)
+            at = algo.counters.get("env_steps", 0)
+            if at >= steps:
+                _mark_done(run, at)
+                return action
+            reached = _check_target(run, at, log, registry) if run.until is not None and at > 0 else None
+            if reached is not None:
+                _mark_done(run, at, until=reached)
+                return action
+            if action == "done":
+                log(f"{run.name}: resuming at env step {at} of {steps}")
+                action = "resumed"
+        else:
+            if run.path.exists() and any(run.path.iterdir()):
+                if not _ours(run.path):  # checked before training began; it may have appeared since
+                    _check_place(run)
+                # hidden, so `rlf compare <runs_dir>` does not count it as another seed
+                aside = run.path.with_name(f".{run.path.name}.incomplete-{time.strftime('%Y%m%d-%H%M%S')}")
+                run.path.rename(aside)
+                log(f"{run.name}: no checkpoint in the old directory; moved it to {aside} and starting over")
+            config = merge(run.config, {"run": {"run_dir": str(run.path), "progress": False}})
+            algo = api.make(run.algorithm, env, config=config, registry=registry)
+            at = 0
+            log(f"{run.name}: training {steps} env steps")
+            action = "trained"
+        stop = steps if run.until is None else min(steps, (at // run.until.every + 1) * run.until.every)
+        start = time.perf_counter()
+        summary = algo.train(steps=stop)
+        reached_at = int(algo.counters.get("env_steps", stop))
+        if run.until is None or reached_at >= steps or algo.stop_reason is not None:
+            _mark_done(run, reached_at)
+            shown = {k: round(v, 3) for k, v in summary.items() if k.startswith("mean_")}
+            log(f"{run.name}: finished in {time.perf_counter() - start:.0f} s {json.dumps(shown)}")
+            return action
 
 
-def _mark_done(run: PlannedRun, env_steps: int) -> None:
+def _check_target(run: PlannedRun, at: int, log: Callable[[str], None], registry=None) -> dict[str, Any] | None:
+    """The ``until`` check of the checkpoint at ``at``: the record for the marker if reached, else None.
+    It evaluates exactly as the final evaluation of its mode does (a fresh load, the default seed)."""
+    from rlf import saved
+
+    until = run.until
+    result = saved.load(run.path, registry=registry).evaluate(episodes=until.episodes,
+                                                              stochastic=until.mode == "stochastic")
+    score = result.get(until.metric)
+    if score is None:
+        raise ConfigError(f"until.metric {until.metric!r} is not among the evaluation's results "
+                          f"({', '.join(sorted(result))}); name one of them")
+    reached = score >= until.value
+    log(f"{run.name}: {until.mode} evaluation at env step {at} ({until.episodes} episodes): "
+        f"{until.metric} = {score:.4g}, target {until.value:g}: {'reached, the run ends here' if reached else 'not yet'}")
+    return {"metric": until.metric, "value": score, "target": until.value, "mode": until.mode,
+            "episodes": until.episodes} if reached else None
+
+
+def _mark_done(run: PlannedRun, env_steps: int, until: dict[str, Any] | None = None) -> None:
     from rlf.storage.checkpoint import atomic_write
     from rlf.storage.files import claim
 
-    record = json.dumps({"env_steps": env_steps, "finished_at": time.time()}).encode()
+    data: dict[str, Any] = {"env_steps": env_steps, "finished_at": time.time()}
+    if until is not None:
+        data["until"] = until
+    record = json.dumps(data).encode()
     atomic_write(claim(run.path, DONE_FILE), lambda handle: handle.write(record))
 
 
@@ -255,8 +302,8 @@ def main(args) -> int:
     if args.dry_run:
         check_runs(experiment)
         for run in experiment.runs:
-            done = _done_steps(run)
-            state = "done" if done is not None and done >= run.steps else (
+            record = _done_record(run)
+            state = ("target" if record and record.get("until") else "done") if _finished(run) else (
                 "partial" if run.path.exists() else "to do")
             print(f"{run.name:<32} {state:<8} {run.steps:>10} {run.path}")
         return 0

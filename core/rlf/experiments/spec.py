@@ -24,6 +24,10 @@ The file (TOML)::
     seeds = [0, 1]                #   seeds, settings = [...] (a subset), config = "file.toml"
     steps = 1_000_000             #   (relative to this file), its own budget (steps = N, or a table
                                   #   {setting = N}) and its own
+    until = {metric = "flag", value = 0.5, every = 200_000, settings = ["game"]}
+                                  #   (optional) the budget becomes a cap: the run ends once an
+                                  #   evaluation of eval_episodes episodes (mode "stochastic" or
+                                  #   "greedy") reaches the value; checked every `every` env steps
     [algorithms.random]           #   run/algo/env tables
 
 Layering for one run, lowest first: the algorithm's defaults < the shared tables < the algorithm's
@@ -79,6 +83,18 @@ class PlannedRun:
     config: dict[str, dict[str, Any]]
     path: Path
     steps: int                             # this run's budget in env steps
+    until: Until | None = None             # the target that ends it before its budget
+
+
+@dataclass(frozen=True)
+class Until:
+    """Stop a run before its budget once an evaluation of its checkpoint reaches a target."""
+
+    metric: str                            # a key of the evaluation's results (an env metric such as flag)
+    value: float
+    mode: str                              # greedy or stochastic, as the final evaluation's modes
+    every: int                             # env steps between checks
+    episodes: int                          # the experiment's eval_episodes: the check is the final evaluation
 
 
 @dataclass
@@ -178,6 +194,26 @@ class SettingTables(_Model):
     callback: Tables = {}
 
 
+class UntilTable(_Model):
+    """``until = {metric = "flag", value = 0.5, every = 200_000}``: the budget is a cap, and the run ends
+    at the first check (every ``every`` env steps, and on every resume) whose evaluation of
+    ``eval_episodes`` episodes reaches ``value``. The check is the same evaluation as the final one of
+    its mode (same episodes), so the published evaluation of a run that stopped is the one that stopped it."""
+
+    metric: str = Field(min_length=1)
+    value: float = Field(allow_inf_nan=False)
+    mode: Literal["greedy", "stochastic"] = "stochastic"
+    every: Budget
+    settings: list[Name] | None = Field(None, min_length=1)
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)  # strict mode takes no int for a float; 1 means 1.0 here
+        return value
+
+
 class AlgorithmEntry(SettingTables):
     """An ``[algorithms.<name>]`` table."""
 
@@ -185,6 +221,7 @@ class AlgorithmEntry(SettingTables):
     settings: list[Name] | None = Field(None, min_length=1)
     config: str | None = Field(None, min_length=1)
     steps: PerSettingBudget | None = None
+    until: UntilTable | None = None
 
 
 class ExperimentFile(SettingTables):
@@ -286,6 +323,14 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
         if missing:
             raise ConfigError(f"{where} [algorithms.{algorithm}] steps: unknown setting(s) {missing}; "
                               f"defined: {', '.join(settings)}")
+        if spec.until is not None:
+            missing = sorted(set(spec.until.settings or ()) - set(settings))
+            if missing:
+                raise ConfigError(f"{where} [algorithms.{algorithm}] until.settings: unknown setting(s) {missing}; "
+                                  f"defined: {', '.join(settings)}")
+            if head.eval_episodes < 1:
+                raise ConfigError(f"{where} [algorithms.{algorithm}] until: the target is checked by evaluating "
+                                  "eval_episodes episodes; set [experiment] eval_episodes (e.g. 20)")
     extra = parse_overrides(overrides)
     out_dir = rundir.validate(head.runs_dir if head.runs_dir is not None else f"runs/{path.stem}",
                               what="runs directory")
@@ -305,11 +350,14 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
             algo_seeds = list(seeds) if seeds is not None else (spec.seeds or head.seeds)
             # --steps on the command line wins over every file budget (a quick trial of the whole file)
             run_budget = head.steps if steps is not None else _algorithm_budget(spec, setting, head.steps)
+            target = spec.until
+            until = None if target is None or (target.settings is not None and setting not in target.settings) \
+                else Until(target.metric, target.value, target.mode, target.every, head.eval_episodes)
             for seed in dict.fromkeys(algo_seeds):
                 name = f"{setting}/{algorithm}-seed{seed}"
                 run_config = merge(config, {"run": {"steps": run_budget, "seed": int(seed)}})
                 planned.append(PlannedRun(name, setting, algorithm, int(seed), run_config, out_dir / name,
-                                          run_budget))
+                                          run_budget, until))
     if only:
         planned = [run for run in planned if any(fnmatch.fnmatchcase(run.name, p) for p in only)]
         if not planned:

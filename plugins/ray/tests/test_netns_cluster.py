@@ -332,9 +332,16 @@ OTHER_RAY = ("import runpy, sys, ray; ray.__version__ = '2.59.0'; sys.argv[0] = 
 
 def test_a_trainer_of_another_ray_version_is_one_line_naming_both(cluster, tmp_path):
     address = f"ray://{HEAD}:10001"  # from outside; a driver on a node gets the same text (test_connect.py)
-    done = rlf(cluster, "out", "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "64", "--no-progress",
-               "--set", "vector=ray", "--set", f"collector.address='{address}'", "--run-dir", str(tmp_path / "run"),
-               env=cluster.env(), python=OTHER_RAY, timeout=300)
+    # Ray Client compares versions only once the head's proxy has started a driver for this client; on a
+    # loaded CI machine (the tox envs run in parallel) that start can miss its deadline, which rlf reports
+    # as its own one line (checked below as the only other outcome). Another try then gets the comparison.
+    for attempt in range(3):
+        done = rlf(cluster, "out", "train", "ppo", "--env", "gym:CartPole-v1", "--steps", "64", "--no-progress",
+                   "--set", "vector=ray", "--set", f"collector.address='{address}'",
+                   "--run-dir", str(tmp_path / f"run{attempt}"), env=cluster.env(), python=OTHER_RAY, timeout=300)
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+        if "Ray Client server could not start a server for this client" not in last:
+            break
     python = ".".join(map(str, sys.version_info[:3]))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1].startswith(
