@@ -295,6 +295,18 @@ def validate(model: type[BaseModel], data: Mapping[str, Any], section: str) -> A
         raise ConfigError(format_validation_error(exc, model, section)) from None
 
 
+def _quoting_hint(key: str, kind: str, got: Any) -> str:
+    """`--set loggers=[csv]` is not TOML (bare words), so it arrives as the string '[csv]': say how to quote."""
+    if kind not in ("list_type", "dict_type") or not isinstance(got, str) or got.strip()[:1] not in "[{":
+        return ""
+    opening = got.strip()[0]
+    words = [w.strip() for w in got.strip()[1:].rstrip("]}").split(",") if w.strip()]
+    if opening == "[":
+        example = "[" + ", ".join(f'"{w.strip(chr(34) + chr(39))}"' for w in words) + "]"
+        return f"; TOML strings need quotes, inside a list too: --set '{key}={example}'"
+    return f"; a TOML table's string values need quotes: --set '{key}={{key = \"value\"}}'"
+
+
 def format_validation_error(exc: ValidationError, model: type[BaseModel], section: str) -> str:
     problems = []
     known = _keys(model, "")
@@ -310,6 +322,7 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], sectio
             message = error["msg"].removeprefix("Value error, ")
             got = error.get("input")
             shown = got is not None and not isinstance(got, dict)  # a whole section is no help to show
-            problems.append(f"{full}: {message} (got {got!r})" if shown else f"{full}: {message}")
+            problems.append((f"{full}: {message} (got {got!r})" if shown else f"{full}: {message}")
+                            + _quoting_hint(full, error["type"], got))
     fix = " Fix it with --set KEY=VALUE or in the config file." if problems else ""
     return "invalid config: " + "; ".join(problems) + "." + fix

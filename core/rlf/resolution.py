@@ -88,11 +88,26 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
         layered["env"].setdefault("id", env_name.split(":", 1)[1])
     run = validate(RunConfig, layered["run"], "run")
     collector = registry.collector(run.vector, environment)
+    _check_collector_keys(collector, layered["collector"], registry)
     return Resolved(run, validate(spec.config, layered["algo"], "algo"),
                     validate(environment.config, layered["env"], "env"), spec, environment,
                     validate(collector.config, layered["collector"], "collector"), collector, strategy,
                     _named_settings("logger", run.loggers, registry.logger, layered["logger"]),
                     _named_settings("callback", run.callbacks, registry.callback, layered["callback"]))
+
+
+def _check_collector_keys(chosen, settings: Mapping[str, Any], registry: Registry) -> None:
+    """A ``collector.X`` that only another collector reads: name the collector that would read it."""
+    for key in settings:
+        if key in chosen.config.model_fields:
+            continue
+        owners = sorted(name for name, spec in registry.collectors.items()
+                        if name != chosen.name and key in spec.config.model_fields)
+        if owners:
+            choices = " or ".join(f"vector={name}" for name in owners)
+            raise ConfigError(f"collector.{key} is a setting of the {', '.join(map(repr, owners))} collector, but "
+                              f"this run's collector is {chosen.name!r} (run.vector); set {choices} to use it, "
+                              "or drop the setting")
 
 
 def _named_settings(kind: str, names: list[str], lookup, settings: Mapping[str, Any]) -> dict[str, BaseModel]:

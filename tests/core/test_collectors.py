@@ -79,7 +79,8 @@ def test_collector_settings_are_validated_against_the_selected_collector(reg):
         make("tabular-q", "line", registry=reg, overrides=["vector=counting", "collector.seed_ofset=1"])
     with pytest.raises(ConfigError, match=r"collector.seed_offset: .*greater than or equal to 0"):
         make("tabular-q", "line", registry=reg, overrides=["vector=counting", "collector.seed_offset=-1"])
-    with pytest.raises(ConfigError, match="unknown key 'collector.report'"):  # sync has no settings
+    # sync has no settings; counting reads this one, so the line says so
+    with pytest.raises(ConfigError, match="collector.report is a setting of the 'counting' collector"):
         make("tabular-q", "line", registry=reg, overrides=["vector=sync", "collector.report='x'"])
 
 
@@ -143,3 +144,24 @@ def test_cli_lists_collectors_and_trains_with_a_third_party_one(tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "counting" in bad.stderr
     config = run_rlf("config", "linear-pg", "--env", "line", site=site, check=True).stdout
     assert "[collector]" in config
+
+
+def test_a_setting_of_a_collector_not_selected_names_that_collector(reg, tmp_path):
+    from rlf.resolution import resolve
+
+    with pytest.raises(ConfigError) as caught:
+        resolve("tabular-q", "line", registry=reg, overrides=["collector.seed_offset=5", "vector=sync"])
+    assert str(caught.value) == ("collector.seed_offset is a setting of the 'counting' collector, but this run's "
+                                 "collector is 'sync' (run.vector); set vector=counting to use it, or drop the setting")
+    # a key no collector has keeps the unknown-key line
+    with pytest.raises(ConfigError, match=r"unknown key 'collector.nothing'"):
+        resolve("tabular-q", "line", registry=reg, overrides=["collector.nothing=5"])
+
+
+def test_an_unquoted_toml_list_gets_the_quoted_spelling(reg):
+    from rlf.resolution import resolve
+
+    with pytest.raises(ConfigError) as caught:
+        resolve("tabular-q", "line", registry=reg, overrides=["loggers=[csv, progress]"])
+    assert "TOML strings need quotes, inside a list too: --set 'loggers=[\"csv\", \"progress\"]'" in str(caught.value)
+    assert len(str(caught.value).splitlines()) == 1
