@@ -4,7 +4,10 @@ plugin (algorithm, environment, strategy, collector, logger, callback).
 The templates ship inside the core (``rlf/cli/templates/<template>/``) and are filled with ``string.Template``.
 A template engine (copier, cookiecutter) would add a dependency tree to a core that must stay small,
 for what is a handful of files with four names substituted: no prompts, no conditionals, no updates
-of generated projects. The generated plugin is plain files the author owns from then on.
+of generated projects. An option that changes what is written (``--family off-policy``,
+``--multi-agent``) picks another folder rather than a branch inside one, so every template stays a
+plugin that can be read, and tested, as it will be written. The generated plugin is plain files the
+author owns from then on.
 """
 
 from __future__ import annotations
@@ -131,9 +134,9 @@ def add_parser(sub) -> None:
                                      "callback) from a template",
                          description="Write a complete, installable plugin: pyproject with the entry point, "
                                      "config, code, README and tests that pass at once.")
-    # no argparse `choices`: a wrong kind gets the same one line, listing the kinds, from check_name
+    # no argparse `choices`: a wrong kind gets the one line, listing the kinds, that template() writes
     new.add_argument("kind", metavar="KIND", help=f"what the plugin provides: {', '.join(KINDS)}")
-    new.add_argument("name", help="its registered name, e.g. my-algo (lowercase, digits, '-' or '_')")
+    new.add_argument("name", metavar="NAME", help="its registered name, e.g. my-algo (lowercase, digits, '-' or '_')")
     new.add_argument("--dir", type=Path, default=Path("."), help="folder to create rlf-plugin-NAME in (default: .)")
     new.add_argument("--family", metavar="FAMILY",
                      help=f"algorithm: the strategy family it runs on, {' or '.join(FAMILIES)} (default {FAMILIES[0]})")
