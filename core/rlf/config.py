@@ -60,7 +60,18 @@ class EnvConfig(StrictModel):
 
 
 class CollectorConfig(StrictModel):
-    """Settings of a collector (``run.vector``); the built-in ``sync`` and ``async`` have none."""
+    """Settings of a collector (``run.vector``); the built-in ``sync`` has none."""
+
+
+class AsyncCollectorConfig(CollectorConfig):
+    """Settings of the built-in ``async`` collector (one subprocess per env copy)."""
+
+    worker_nice: int = Field(
+        2, ge=0, le=19,
+        description="CPU niceness of the env worker processes above the training process's own. A little "
+                    "lower priority lets the process that acts for all of them take a core as soon as it has "
+                    "work; 19 gains a few percent more on a machine of its own but starves the workers when "
+                    "other programs compete for the cores. 0 = same priority.")
 
 
 class OnPolicyConfig(AlgorithmConfig):

@@ -165,3 +165,30 @@ def test_an_unquoted_toml_list_gets_the_quoted_spelling(reg):
         resolve("tabular-q", "line", registry=reg, overrides=["loggers=[csv, progress]"])
     assert "TOML strings need quotes, inside a list too: --set 'loggers=[\"csv\", \"progress\"]'" in str(caught.value)
     assert len(str(caught.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("setting, expected", [([], 2), (["collector.worker_nice=7"], 7), (["collector.worker_nice=0"], 0)])
+def test_async_workers_run_at_the_configured_niceness_above_the_trainer(reg, setting, expected):
+    import os
+
+    from rlf.envs.base import EnvFactory
+    from rlf.envs.collectors import Collector, build_async_collector
+    from rlf.resolution import resolve
+
+    resolved = resolve("tabular-q", "gym:CartPole-v1", registry=reg, overrides=["vector=async", *setting])
+    assert resolved.collector.worker_nice == expected
+    collector = Collector("async", build_async_collector, resolved.collector)
+    envs = collector("gym:CartPole-v1", EnvFactory(resolved.environment.build_env, resolved.env), 2)
+    try:
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        workers = [p.pid for group in envs.groups for p in group.processes]
+        assert workers and {os.getpriority(os.PRIO_PROCESS, pid) for pid in workers} == {min(own + expected, 19)}
+    finally:
+        envs.close()
+
+
+def test_worker_niceness_is_bounded(reg):
+    from rlf.resolution import resolve
+
+    with pytest.raises(ConfigError, match=r"collector.worker_nice: .*less than or equal to 19"):
+        resolve("tabular-q", "gym:CartPole-v1", registry=reg, overrides=["vector=async", "collector.worker_nice=20"])

@@ -9,14 +9,14 @@ from typing import Any
 from rlf.envs.base import EnvFactory, VectorEnv, probe_of
 from rlf.envs.gym_vector import GymVector
 from rlf.envs.pettingzoo import ParallelVector
-from rlf.envs.workers import Supervision
+from rlf.envs.workers import DEFAULT_WORKER_NICE, Supervision
 
 
 def make_vector_env(name: str, factory: EnvFactory, num_envs: int, subprocess: bool,
-                    supervision: Supervision | None = None) -> VectorEnv:
+                    supervision: Supervision | None = None, worker_nice: int = DEFAULT_WORKER_NICE) -> VectorEnv:
     if probe_of(factory, name).multi_agent:
         return ParallelVector(name, factory, num_envs)
-    return GymVector(name, factory, num_envs, subprocess, supervision)
+    return GymVector(name, factory, num_envs, subprocess, supervision, worker_nice)
 
 
 def build_sync_collector(env_name: str, factory: EnvFactory, num_envs: int, config: Any = None) -> VectorEnv:
@@ -26,7 +26,8 @@ def build_sync_collector(env_name: str, factory: EnvFactory, num_envs: int, conf
 
 def build_async_collector(env_name: str, factory: EnvFactory, num_envs: int, config: Any = None) -> VectorEnv:
     """The built-in ``async`` collector: one subprocess per env copy (PettingZoo envs stay in-process)."""
-    return make_vector_env(env_name, factory, num_envs, subprocess=True)
+    nice = DEFAULT_WORKER_NICE if config is None else config.worker_nice
+    return make_vector_env(env_name, factory, num_envs, subprocess=True, worker_nice=nice)
 
 
 _CONTRACT = ("spec", "num_envs", "parts", "reset", "step", "close")

@@ -24,6 +24,7 @@ from rlf.envs.base import (
 from rlf.envs.inprocess import InProcessVectorEnv
 from rlf.envs.state import StateUnavailable, get_env_state, set_env_states
 from rlf.envs.workers import (
+    DEFAULT_WORKER_NICE,
     PIPELINE_PARTS,
     RESTART_SEED_STRIDE,
     WORKER_LOST,
@@ -55,8 +56,9 @@ class GymVector(VectorEnv):
     """
 
     def __init__(self, name: str, factory: EnvFactory, num_envs: int, subprocess: bool,
-                 supervision: Supervision | None = None):
+                 supervision: Supervision | None = None, worker_nice: int = DEFAULT_WORKER_NICE):
         self.name = name
+        self.worker_nice = worker_nice
         self.num_envs = num_envs
         self.factory = factory
         self.supervision = supervision or Supervision()
@@ -117,7 +119,7 @@ class GymVector(VectorEnv):
         except WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
             raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
                                  "check that the environment can be built in a fresh process") from None
-        _deprioritize([process.pid for process in group.processes])
+        _deprioritize([process.pid for process in group.processes], self.worker_nice)
         return group
 
     @property

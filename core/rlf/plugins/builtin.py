@@ -4,7 +4,7 @@ imports Gymnasium's vector machinery, the training loop or a logger's dependenci
 
 from __future__ import annotations
 
-from rlf.config import OffPolicyConfig, OnPolicyConfig
+from rlf.config import AsyncCollectorConfig, OffPolicyConfig, OnPolicyConfig
 from rlf.envs.gym import GymEnvConfig, make_gym_env
 from rlf.plugins.hookspecs import RegisterCollector, RegisterLogger, RegisterStrategy, hookimpl
 from rlf.plugins.specs import API_VERSION
@@ -29,7 +29,7 @@ def rlf_register_strategies(register: RegisterStrategy):
 def rlf_register_collectors(register: RegisterCollector):
     register("sync", build_collector="rlf.envs:build_sync_collector",
              description="every env copy in this process, stepped in turn")
-    register("async", build_collector="rlf.envs:build_async_collector",
+    register("async", build_collector="rlf.envs:build_async_collector", config=AsyncCollectorConfig,
              description="one subprocess per env copy (shared memory), in two groups that step in turn")
 
 
