@@ -31,6 +31,10 @@ class EpisodeTracker:
         stats, counted here."""
 
     def update(self, batch: StepBatch, extra: dict[str, float] | None = None) -> list[dict[str, float]]:
+        """Add one env step's rewards; returns a row for each episode that ended in it (``length``,
+        ``return``, per-agent ``return/<id>`` in a multi-agent env, the env's episode metrics and
+        ``extra``). A strategy calls it once per step of all envs and passes the rows on in
+        ``StepResult.episodes``."""
         self.steps += 1
         rewards = batch.reward_matrix
         # Adding float32 to the float64 sums costs three times a float64 addition (numpy's casting

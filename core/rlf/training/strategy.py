@@ -28,10 +28,17 @@ from rlf.training.startup import (
 
 @dataclass
 class StepResult:
+    """What one ``TrainStrategy.step`` did; the Trainer adds ``env_steps`` to its counters, writes
+    ``metrics`` into the next metrics row (averaged with other steps' since the last row) and hands
+    ``episodes`` to the loggers."""
+
     env_steps: int
+    """Env steps taken in this step, all envs together (N envs stepped T times: N * T)."""
     metrics: dict[str, float] = field(default_factory=dict)
+    """The learner's numbers (losses, entropy...) of this step, if it learned."""
     episodes: list[dict[str, float]] = field(default_factory=list)
-    """One row per episode that ended: return(s), length, env metrics."""
+    """One row per episode that ended: return(s), length, env metrics, as ``EpisodeTracker.update``
+    returns them (the strategy calls it after every env step; the Trainer never sees raw steps)."""
 
 
 class TrainStrategy(ABC):
@@ -46,7 +53,14 @@ class TrainStrategy(ABC):
 
     @abstractmethod
     def step(self, limit: int) -> StepResult:
-        """Collect and learn one unit, doing at most about ``limit`` env steps."""
+        """Collect and learn one unit (a rollout and its update, a chunk of off-policy steps).
+
+        ``limit`` is what is left of the run's budget. Doing fewer env steps is always fine (the
+        Trainer calls again); doing more is allowed where the unit cannot be split (one step of N envs
+        is N env steps, a rollout of T steps of N envs is N * T) and the run then ends a little past
+        ``run.steps``, but a strategy should not start a unit it could shorten to fit. The strategy
+        itself calls ``EpisodeTracker.update`` after each env step and ``agent.on_progress`` (env
+        steps and episodes ended since the last call); checkpoints are only taken between steps."""
 
     @abstractmethod
     def weights(self) -> StateTree: ...
@@ -88,7 +102,15 @@ class TrainStrategy(ABC):
 
 
 class BaseStrategy(TrainStrategy):
-    """Shared plumbing: build envs, agent and learner from the registered builders."""
+    """Shared plumbing: build envs, agent and learner from the registered builders.
+
+    Order on a fresh run: ``__init__``, ``setup`` (envs from the run's collector, ``self.obs`` from
+    their reset, agent and learner, ``self.tracker``), then ``step`` until the budget, ``teardown``.
+    On a resume the Trainer calls ``resume_supervision`` and ``load_state_dict`` *before* ``setup``
+    (the state is kept and applied once agent and learner exist, together with the episodes under way
+    where the envs can restore them), then ``on_resume`` after it. A subclass usually only writes
+    ``step``, reading ``self.envs``, ``self.obs``, ``self.agent``, ``self.learner`` and
+    ``self.tracker``; it extends ``state_dict``/``load_state_dict`` for counters of its own."""
 
     def __init__(self, algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
                  collector: Collector = SYNC):
