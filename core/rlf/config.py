@@ -115,7 +115,7 @@ class StopAtConfig(StrictModel):
 
     metric: str = Field("eval/return", min_length=1,
                         description="eval/<key> (needs eval_interval) or a metrics.csv column such as mean_return.")
-    value: float = Field(..., description="The threshold.")
+    value: float = Field(..., allow_inf_nan=False, description="The threshold (a finite number).")
     mode: Literal[">=", "<="] = Field(">=", description="Stop when metric >= value (or <= value).")
 
 

@@ -214,3 +214,28 @@ def test_a_resume_may_switch_loggers_and_keeps_the_settings_of_those_still_selec
     assert (tmp_path / "tensorboard").is_dir()
     again = rlf.load(tmp_path, registry=reg, overrides=["callbacks=['recorder']"])
     assert again.resolved.callbacks["recorder"].tag == "plugin"  # dropped with the switch: back to its default
+
+
+def test_stop_at_a_metric_the_run_never_logs_is_one_line_not_a_silent_no_op(reg, tmp_path, capsys):
+    algo = make(reg, tmp_path, "steps=100000", "log_interval=100", "stop_at={metric='mean_retrun', value=1}")
+    with pytest.raises(ConfigError, match=r"stop_at.metric 'mean_retrun' is not in 10 metrics rows \(its columns: "
+                                          r".*mean_return.*\); name one of them"):
+        algo.train()
+    assert algo.counters["env_steps"] < 2000
+    assert "rlf: warning: stop_at.metric 'mean_retrun' is not in the first metrics row" in capsys.readouterr().err
+
+
+def test_stop_at_an_evaluation_key_that_does_not_exist_is_one_line(reg, tmp_path):
+    algo = make(reg, tmp_path, "steps=100000", "eval_interval=200", "eval_episodes=1",
+                "stop_at={metric='eval/retrun', value=1}")
+    with pytest.raises(ConfigError, match=r"stop_at.metric 'eval/retrun' is not an evaluation result \(its columns: "
+                                          r".*eval/return"):
+        algo.train()
+
+
+def test_a_best_json_that_is_not_rlf_s_record_is_replaced_not_a_traceback(reg, tmp_path, capsys):
+    make(reg, tmp_path, "steps=600", "eval_interval=500", "eval_episodes=1").train()
+    (tmp_path / "best.json").write_text("not json {")
+    rlf.load(tmp_path, registry=reg, overrides=["steps=1200"]).train()
+    assert "is not the record rlf writes" in capsys.readouterr().err
+    assert json.loads((tmp_path / "best.json").read_text())["env_step"] >= 1000

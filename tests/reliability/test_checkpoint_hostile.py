@@ -147,6 +147,11 @@ CASES = {
     "unhashable key": (lambda t: _zip(t / "c.rlf", {"structure.json": _structure({"x": {"__items__": [[{"a": 1}, 2]]}})}),
                        "corrupt"),
     "duplicate member": (lambda t: _dup(t), "appears twice"),
+    # a 0.8 MB member named 10,000 times would be 8 GB in memory if each reference were read again
+    "one array referenced many times": (
+        lambda t: _zip(t / "c.rlf", {"structure.json": _structure({"x": [{"__nd__": "a0"}] * 10_000}),
+                                     "arrays/a0.npy": _npy(np.zeros(100_000))}),
+        "referenced more than once"),
     "no structure.json": (lambda t: _zip(t / "c.rlf", {"arrays/a0.npy": _npy(np.ones(2))}), "no structure.json"),
     "not a zip": (lambda t: _write(t / "c.rlf", b"\x00" * 100), "corrupt"),
     "empty file": (lambda t: _write(t / "c.rlf", b""), "corrupt"),

@@ -19,7 +19,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse's usage errors as the one line every other user error is."""
 
     def error(self, message: str):
-        self.exit(EXIT_USER_ERROR, f"rlf: error: {self.prog}: {message}; see `{self.prog} --help`\n")
+        self.exit(EXIT_USER_ERROR, f"rlf: error: {self.prog}: {one_line(message)}; see `{self.prog} --help`\n")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 "new": _new, **RESULTS_COMMANDS}[
             args.command](args)
     except RlfError as exc:
-        print(f"rlf: error: {exc}", file=sys.stderr)
+        print(f"rlf: error: {one_line(str(exc))}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USER_ERROR)
     except KeyboardInterrupt:
         print("rlf: interrupted", file=sys.stderr)
@@ -113,8 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         line = os_error_line(exc)
         if line is None:
             raise
-        print(f"rlf: error: {line}", file=sys.stderr)
+        print(f"rlf: error: {one_line(line)}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+def one_line(text: str) -> str:
+    """An error is one line whatever it quotes: a name or path the user gave may hold a newline (or
+    another control character), shown escaped as in a Python string."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _stdout_closed() -> bool:

@@ -21,6 +21,18 @@ def _seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"seeds are integers separated by commas, e.g. 0,1; got {text!r}") from None
 
 
+def _bounded(low: int, high: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} is a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} must be between {low:,} and {high:,}, got {value}")
+        return value
+    return parse
+
+
 SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic", "final-fixed-start")  # results.SOURCES, without importing numpy
 
 
@@ -33,16 +45,19 @@ def add_commands(sub) -> None:
     compare.add_argument("--source", choices=SOURCE_CHOICES, default="train",
                          help="train: episodes.csv; eval: eval.csv (periodic evaluation); final / "
                               "final-stochastic: greedy / stochastic episodes after training (rlf experiment)")
-    compare.add_argument("--last", type=int, default=100, help="the last N episodes (rows) of each run (default 100)")
+    compare.add_argument("--last", type=_bounded(1, 10**9, "--last"), default=100,
+                         help="the last N episodes (rows) of each run (default 100)")
     compare.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
-    compare.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    compare.add_argument("--reps", type=_bounded(1, 100_000, "--reps"), default=2000,
+                         help="bootstrap replicates (default 2000, at most 100,000)")
 
     plot = sub.add_parser("plot", help="learning curves of runs (needs rlf[plot])")
     plot.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB")
     plot.add_argument("-o", "--output", type=Path, default=Path("curves.png"), help="image file (.png, .svg, .pdf)")
     plot.add_argument("--metric", default="return", help="metric to plot (default return)")
     plot.add_argument("--x", choices=("steps", "wall"), default="steps", help="x axis: env steps or wall time")
-    plot.add_argument("--smooth", type=int, default=10, help="moving-average window in episodes (1 = none)")
+    plot.add_argument("--smooth", type=_bounded(1, 10**6, "--smooth"), default=10,
+                      help="moving-average window in episodes (1 = none)")
     plot.add_argument("--source", choices=SOURCE_CHOICES, default="train")
     plot.add_argument("--title")
 
@@ -64,10 +79,17 @@ def add_commands(sub) -> None:
 def _compare(args) -> int:
     import sys
 
-    from rlf.experiments.results import compare, find_runs, format_table
+    from rlf.experiments.results import ResultsError, compare, find_runs, format_table
 
     rows = compare(find_runs(args.runs), args.metric, args.source, args.last, reps=args.reps,
                    note=lambda text: print(f"rlf: {text}", file=sys.stderr))
+    empty = [row["group"] for row in rows if not any(row[f"{metric}_n"] for metric in args.metric)]
+    if len(empty) == len(rows):
+        raise ResultsError(f"nothing to compare: no run has {args.source} rows with {', '.join(args.metric)} "
+                           "(empty, header-only or missing logs); train longer or name other runs")
+    if empty:
+        print(f"rlf: warning: no {args.source} rows with {', '.join(args.metric)} in group(s) {'; '.join(empty)} "
+              "(empty, header-only or missing logs): their cells are dashes", file=sys.stderr)
     print(format_table(rows, args.metric, args.format), end="")
     return 0
 

@@ -28,6 +28,7 @@ RESERVED = {"collector": {"auto"}}
 """Names a kind cannot take although no plugin registers them (``run.vector=auto`` picks sync or async)."""
 _NAME = re.compile(r"^[a-z][a-z0-9]*([-_][a-z0-9]+)*$")
 TEMPLATE_SUFFIX = ".tmpl"
+MAX_NAME = 64
 PACKAGE_DIR = "PACKAGE"
 """The template folder and file-name part that becomes the plugin's Python package name."""
 
@@ -67,6 +68,8 @@ def template(kind: str, family: str | None = None, multi_agent: bool = False) ->
 def check_name(kind: str, name: str, directory: Path, registered: set[str]) -> None:
     """One ConfigError line for a name that cannot become a plugin, or that would overwrite something."""
     template(kind)
+    if len(name) > MAX_NAME:  # rlf-plugin-NAME and rlf_plugin_NAME must stay file names on every system
+        raise ConfigError(f"plugin name {name[:20]!r}... is {len(name)} characters long; use at most {MAX_NAME}")
     if not _NAME.match(name):
         hint = f" (try {_suggest(name)!r})" if _suggest(name) else ""
         raise ConfigError(f"plugin name {name!r} is not usable: use lowercase letters and digits, starting with a "

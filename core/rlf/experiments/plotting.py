@@ -93,7 +93,8 @@ def plot_runs(runs: Sequence[Run], output: Path, metric: str = "return", x: str 
             raise ResultsError(f"none of the runs has finished an episode with {metric!r} yet; nothing to plot")
         axes.set_xlabel("env steps" if x == "steps" else "wall time (s)")
         where = {"train": "training episodes", "eval": "periodic evaluation", "final": "final evaluation",
-                 "final-stochastic": "final stochastic evaluation"}[source]
+                 "final-stochastic": "final stochastic evaluation",
+                 "final-fixed-start": "final evaluation from the fixed start"}[source]
         axes.set_ylabel(f"{metric} ({where}, moving average of {smooth})" if smooth > 1 else f"{metric} ({where})")
         axes.set_title(title or f"{metric} per {'env step' if x == 'steps' else 'wall second'}")
         axes.grid(alpha=0.3)

@@ -44,6 +44,10 @@ _NOT_A_SETTING = {"run.seed", "run.run_dir", "run.progress", "run.log_interval",
                   "run.device", "run.save_replay", "run.vector", "run.steps", "run.algorithm", "run.env"}
 
 
+MAX_REPS = 100_000
+"""Bootstrap replicates at most: the draw holds reps x runs x episodes numbers in memory at once."""
+
+
 class ResultsError(RlfError):
     """The runs named on the command line cannot be compared or plotted as asked."""
 
@@ -117,19 +121,25 @@ def _flatten(out: dict[str, Any], prefix: str, value: Any) -> None:
 
 
 def read_rows(path: Path) -> list[dict[str, float]]:
-    """A CSV log as floats per row; empty and non-numeric cells are left out."""
+    """A CSV log as floats per row; empty and non-numeric cells (and a ragged row's extra ones) are left out."""
     rows = []
-    with open(path, newline="") as handle:
-        for row in csv.DictReader(handle):
-            parsed = {}
-            for key, value in row.items():
-                if key is None or value in ("", None):
-                    continue
-                try:
-                    parsed[key] = float(value)
-                except ValueError:
-                    continue
-            rows.append(parsed)
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                parsed = {}
+                for key, value in row.items():
+                    if key is None or not isinstance(value, str) or value == "":
+                        continue
+                    try:
+                        parsed[key] = float(value)
+                    except ValueError:
+                        continue
+                rows.append(parsed)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        problem = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"is not a readable CSV ({exc})"
+        raise ResultsError(f"{path} {problem}: it is not a log rlf wrote; restore it or leave its run out") from None
+    except OSError as exc:
+        raise ResultsError(f"{path} cannot be read ({exc.strerror or exc}); check its permissions") from None
     return rows
 
 
@@ -309,6 +319,8 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: s
     runs = with_source(runs, source, note)
     if last < 1:
         raise ResultsError("--last must be at least 1")
+    if not 1 <= reps <= MAX_REPS:
+        raise ResultsError(f"--reps must be between 1 and {MAX_REPS:,} bootstrap replicates, not {reps}")
     rows = []
     for group in group_runs(runs):
         steps, walls = [], []

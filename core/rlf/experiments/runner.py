@@ -29,13 +29,25 @@ from rlf.storage import files, rundir
 def check_runs(experiment: Experiment, registry=None) -> None:
     """Resolve every run (algorithm, environment, settings, ``--set``) and check where it goes, before
     the first one trains: a mistake in the last run must not be found after hours of the others."""
+    from rlf.envs.base import EnvFactory
     from rlf.errors import RlfError
-    from rlf.resolution import resolve
+    from rlf.nn.torch_utils import check_device
+    from rlf.plugins.specs import check_builders
+    from rlf.resolution import check_compatible, resolve
 
+    probed: dict[str, Any] = {}  # one env built per distinct env config (a Mario emulator takes seconds)
     for run in experiment.runs:
         try:
             config = merge(run.config, {"run": {"run_dir": str(run.path), "progress": False}})
-            resolve(run.algorithm, experiment.env, config=config, registry=registry)
+            resolved = resolve(run.algorithm, experiment.env, config=config, registry=registry)
+            key = json.dumps([resolved.run.env, resolved.run.num_envs, resolved.env.model_dump(mode="json")],
+                             sort_keys=True, default=str)
+            if key not in probed:
+                factory = EnvFactory(resolved.environment.build_env, resolved.env)
+                probed[key] = factory.describe(resolved.run.env, resolved.run.num_envs)
+            check_compatible(resolved.algorithm, probed[key])
+            check_builders(resolved.algorithm.build_agent, resolved.algorithm.build_learner)
+            check_device(resolved.run.device)
             _check_place(run)
         except RlfError as exc:
             raise ConfigError(f"run {run.name}: {exc}; nothing was trained") from None

@@ -332,6 +332,11 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
                 raise ConfigError(f"{where} [algorithms.{algorithm}] until: the target is checked by evaluating "
                                   "eval_episodes episodes; set [experiment] eval_episodes (e.g. 20)")
     extra = parse_overrides(overrides)
+    _no_run_budget(where, "--set", extra)
+    _no_run_budget(where, "[run]", {"run": parsed.run})
+    for name, tables in [*((f"[settings.{n}.run]", t) for n, t in parsed.settings.items()),
+                         *((f"[algorithms.{n}.run]", t) for n, t in parsed.algorithms.items())]:
+        _no_run_budget(where, name, {"run": tables.run})
     out_dir = rundir.validate(head.runs_dir if head.runs_dir is not None else f"runs/{path.stem}",
                               what="runs directory")
     shared = {section: getattr(parsed, section) for section in SECTIONS}
@@ -366,6 +371,15 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
     return Experiment(path, head.env, head.steps, out_dir, list(head.metrics), head.last, head.eval_episodes,
                       list(dict.fromkeys(head.eval_modes)), list(head.fixed_start),
                       head.plot_metric or head.metrics[0], head.smooth, planned)
+
+
+def _no_run_budget(where: str, origin: str, layer: dict[str, Any]) -> None:
+    """run.steps and run.seed are the experiment's own (steps, seeds): a run table's would be overwritten."""
+    run = layer.get("run") if isinstance(layer.get("run"), dict) else {}
+    for key, instead in (("steps", "steps = N in [experiment] or an [algorithms.<name>] table, or --steps"),
+                         ("seed", "seeds = [...] in [experiment] or an [algorithms.<name>] table, or --seeds")):
+        if key in run:
+            raise ConfigError(f"{where}: {origin} sets run.{key}, which an experiment sets per run; use {instead}")
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,7 +100,13 @@ class PeriodicEval(Callback):
         self.next_eval = (steps // self.interval + 1) * self.interval
         best = trainer.run_dir / BEST_FILE
         if best.is_file():  # a resumed run keeps the best it had
-            self.best = float(json.loads(best.read_text())[self.metric])
+            try:
+                score = float(json.loads(best.read_text(encoding="utf-8"))[self.metric])
+                self.best = score if math.isfinite(score) else None
+            except (OSError, ValueError, KeyError, TypeError):
+                # best.rlf is still there; only the score to beat is unknown, so the next evaluation sets it
+                print(f"rlf: warning: {best} is not the record rlf writes (JSON with a finite {self.metric!r}); "
+                      "the next evaluation replaces it and best.rlf", file=sys.stderr)
 
     def on_step(self, trainer: Trainer, result: StepResult) -> None:
         if trainer.counters["env_steps"] >= self.next_eval:
@@ -130,8 +137,19 @@ class StopAt(Callback):
     """Stop training once ``metric`` reaches ``value``: ``eval/<key>`` is read from evaluations
     during training, any other name from the metrics row (e.g. ``mean_return``)."""
 
+    PATIENCE_ROWS = 10
+    """Metrics rows with episodes but without the metric before it counts as unknown: learner columns
+    (a loss) appear only once updates begin, which an off-policy warm-up delays by a few rows."""
+
     def __init__(self, metric: str, value: float, mode: str = ">="):
         self.metric, self.value, self.mode = metric, value, mode
+        self.rows_without = 0
+
+    def _unknown(self, columns: Any, where: str) -> str:
+        shown = ", ".join(sorted(k for k in columns if k != "env_step"))
+        example = "eval/return" if self.metric.startswith("eval/") else "mean_return"
+        return (f"stop_at.metric {self.metric!r} is not {where} (its columns: {shown}); name one of them, "
+                f"e.g. --set 'stop_at={{metric=\"{example}\", value=475}}'")
 
     def _check(self, trainer: Trainer, key: str, metrics: dict[str, Any]) -> None:
         found = metrics.get(key)
@@ -142,9 +160,23 @@ class StopAt(Callback):
                                  f"at env step {trainer.counters['env_steps']}")
 
     def on_log(self, trainer: Trainer, metrics: dict[str, float]) -> None:
-        if not self.metric.startswith("eval/"):
-            self._check(trainer, self.metric, metrics)
+        if self.metric.startswith("eval/"):
+            return
+        if self.metric not in metrics and "mean_return" in metrics:
+            self.rows_without += 1
+            if self.rows_without == 1:
+                print(f"rlf: warning: {self._unknown(metrics, 'in the first metrics row')}", file=sys.stderr)
+            elif self.rows_without >= self.PATIENCE_ROWS:
+                from rlf.errors import ConfigError
+
+                raise ConfigError(self._unknown(metrics, f"in {self.rows_without} metrics rows"))
+        self._check(trainer, self.metric, metrics)
 
     def on_eval(self, trainer: Trainer, metrics: dict[str, float]) -> None:
         if self.metric.startswith("eval/"):
-            self._check(trainer, self.metric.removeprefix("eval/"), metrics)
+            key = self.metric.removeprefix("eval/")
+            if key not in metrics:
+                from rlf.errors import ConfigError
+
+                raise ConfigError(self._unknown({f"eval/{k}" for k in metrics}, "an evaluation result"))
+            self._check(trainer, key, metrics)

@@ -237,11 +237,20 @@ def load(path: Path, limits: Limits | None = None) -> dict[str, Any]:
             members = _check_members(path, archive, limits)
             structure = _read_structure(path, archive, members["structure.json"], limits)
 
+            seen: set[str] = set()
+
             def read(key: Any) -> np.ndarray:
                 info = members.get(f"arrays/{key}.npy") if isinstance(key, str) else None
                 if info is None:
                     raise CheckpointError(f"checkpoint {path} is corrupt: array {key!r} is referenced but missing; "
                                           "restore it from a backup or start a new run")
+                # rlf writes every array leaf as its own member: a member named twice would be read (and
+                # held in memory) once per reference, so a small file could ask for any amount of memory
+                if key in seen:
+                    raise CheckpointError(f"checkpoint {path} is corrupt: array {key!r} is referenced more than "
+                                          "once (rlf writes each array once); restore it from a backup or start "
+                                          "a new run")
+                seen.add(key)
                 return _read_array(path, archive, info, limits)
 
             return _decode(structure, read)
