@@ -231,8 +231,8 @@ class BaseStrategy(TrainStrategy):
         reason = _unavailable_reason(inflight)
         if reason is None:
             try:
+                obs = {a: self._fitting_obs(a, inflight["obs"][a]) for a in self.envs.spec.agent_ids}
                 restore_vector(self.envs, inflight["envs"])
-                obs = {a: np.asarray(inflight["obs"][a]) for a in self.envs.spec.agent_ids}
                 self.tracker.load_inflight_state(inflight["episodes"])
             except StateUnavailable as exc:
                 reason = str(exc)
@@ -244,6 +244,17 @@ class BaseStrategy(TrainStrategy):
                 return True
         self.start_fresh_episodes(reason)
         return False
+
+    def _fitting_obs(self, agent: str, saved: Any) -> np.ndarray:
+        """The saved observations to act on, if they are what these envs would hand the agent."""
+        array = np.asarray(saved)
+        space = self.envs.spec.observation_spaces[agent]
+        expected = (self.envs.num_envs, *(space.shape or ()))
+        if array.shape != expected or array.dtype.hasobject or (
+                space.dtype is not None and not np.can_cast(array.dtype, space.dtype, "same_kind")):
+            raise ValueError(f"the saved observations of {agent!r} are {array.shape} {array.dtype}, these envs give "
+                             f"{expected} {space.dtype}")
+        return array
 
     def start_fresh_episodes(self, reason: str) -> None:
         """A resume that cannot continue its episodes: say so once, and tell every plugin (``on_resume``)."""
