@@ -79,3 +79,27 @@ def snapshot(*roots: Path) -> dict[str, tuple[int, int]]:
             stat = path.lstat()
             found[str(path)] = (stat.st_size if path.is_file() else -1, stat.st_mtime_ns)
     return found
+
+
+def assert_refused_in_one_line(argv: list[str], fixtures: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """Run the CLI in-process on ``argv`` (``{fixtures}`` and ``{run}`` filled in) from an empty working
+    directory: exit 2, one ``rlf: error:`` line (warnings aside), no traceback, nothing under the working
+    directory or the fixtures created, changed or removed."""
+    from rlf.cli import commands as cli
+
+    sandbox = tmp_path / "cwd"  # default run directories, plots and experiment runs would appear here
+    sandbox.mkdir()
+    monkeypatch.chdir(sandbox)
+    argv = [arg.replace("{fixtures}", str(fixtures)).replace("{run}", str(fixtures / "run")) for arg in argv]
+    before = snapshot(sandbox, fixtures)
+    capsys.readouterr()
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse exits instead of returning
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, (argv, out, err)
+    assert "Traceback" not in err + out
+    lines = [line for line in err.splitlines() if not line.startswith("rlf: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("rlf: error: "), err
+    assert snapshot(sandbox, fixtures) == before, "a file was created, changed or removed"

@@ -12,7 +12,7 @@ import itertools
 import shutil
 
 import pytest
-from faults import snapshot
+from faults import assert_refused_in_one_line
 
 from rlf.cli import commands as cli
 
@@ -214,22 +214,7 @@ def test_the_corpus_covers_every_command_with_200_cases():
 
 @pytest.mark.parametrize(("name", "argv"), CASES, ids=[name for name, _ in CASES])
 def test_bad_input_is_one_line_exit_2_and_touches_nothing(name, argv, fixtures, tmp_path, monkeypatch, capsys):
-    sandbox = tmp_path / "cwd"  # default run directories, plots and experiment runs would appear here
-    sandbox.mkdir()
-    monkeypatch.chdir(sandbox)
-    argv = [arg.replace("{fixtures}", str(fixtures)).replace("{run}", str(fixtures / "run")) for arg in argv]
-    before = snapshot(sandbox, fixtures)
-    capsys.readouterr()
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:  # argparse exits instead of returning
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert code == 2, (argv, out, err)
-    assert "Traceback" not in err + out
-    lines = [line for line in err.splitlines() if not line.startswith("rlf: warning:")]
-    assert len(lines) == 1 and lines[0].startswith("rlf: error: "), err
-    assert snapshot(sandbox, fixtures) == before, "a file was created, changed or removed"
+    assert_refused_in_one_line(argv, fixtures, tmp_path, monkeypatch, capsys)
 
 
 def test_the_experiment_cases_are_distinct_files():

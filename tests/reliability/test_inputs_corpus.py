@@ -12,7 +12,7 @@ import itertools
 
 import gymnasium
 import pytest
-from faults import snapshot
+from faults import assert_refused_in_one_line
 
 from rlf.cli import commands as cli
 from rlf.plugins import registry
@@ -185,19 +185,4 @@ def test_the_corpus_is_large_enough():
 
 @pytest.mark.parametrize(("name", "argv", "made"), CASES, ids=[name for name, _, _ in CASES])
 def test_bad_input_is_one_line_exit_2_and_touches_nothing(name, argv, made, fixtures, tmp_path, monkeypatch, capsys):
-    sandbox = tmp_path / "cwd"  # default run directories would appear here
-    sandbox.mkdir()
-    monkeypatch.chdir(sandbox)
-    argv = [arg.replace("{fixtures}", str(fixtures)).replace("{run}", str(fixtures / "run")) for arg in argv]
-    before = snapshot(sandbox, fixtures)
-    capsys.readouterr()
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:  # argparse exits instead of returning
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert code == 2, (argv, out, err)
-    assert "Traceback" not in err + out
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rlf: error: "), err
-    assert snapshot(sandbox, fixtures) == before, "a file was created, changed or removed"
+    assert_refused_in_one_line(argv, fixtures, tmp_path, monkeypatch, capsys)
