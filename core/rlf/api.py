@@ -94,9 +94,7 @@ class Algorithm:
             # the core's subprocess envs: their fork server boots while the probe env is built
             prestart_workers(self.factory)
         env_spec = self._probe_spec()
-        check_compatible(self.resolved.algorithm, env_spec)
-        check_builders(self.resolved.algorithm.build_agent, self.resolved.algorithm.build_learner)
-        check_device(self.resolved.run.device)
+        check_resolved(self.resolved, env_spec)
         rundir.validate(self.run_dir)
         return env_spec
 
@@ -358,6 +356,14 @@ def _previous_hint(path: Path) -> str:
         return (f"; the previous checkpoint {older.name} (env step {steps}) is intact: copy it over "
                 f"{path.name} to resume from it")
     return ""
+
+
+def check_resolved(resolved: Resolved, env_spec) -> None:
+    """What a resolved run needs beyond its settings: the env suits the algorithm, the plugin's builders
+    import, the device exists (``Algorithm.check``, and ``rlf experiment`` for every run before any trains)."""
+    check_compatible(resolved.algorithm, env_spec)
+    check_builders(resolved.algorithm.build_agent, resolved.algorithm.build_learner)
+    check_device(resolved.run.device)
 
 
 def make(algorithm: str, env: str | None = None, *, config_file: Path | None = None,

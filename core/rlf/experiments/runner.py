@@ -29,11 +29,10 @@ from rlf.storage import files, rundir
 def check_runs(experiment: Experiment, registry=None) -> None:
     """Resolve every run (algorithm, environment, settings, ``--set``) and check where it goes, before
     the first one trains: a mistake in the last run must not be found after hours of the others."""
+    from rlf.api import check_resolved
     from rlf.envs.base import EnvFactory
     from rlf.errors import RlfError
-    from rlf.nn.torch_utils import check_device
-    from rlf.plugins.specs import check_builders
-    from rlf.resolution import check_compatible, resolve
+    from rlf.resolution import resolve
 
     probed: dict[str, Any] = {}  # one env built per distinct env config (a Mario emulator takes seconds)
     for run in experiment.runs:
@@ -45,9 +44,7 @@ def check_runs(experiment: Experiment, registry=None) -> None:
             if key not in probed:
                 factory = EnvFactory(resolved.environment.build_env, resolved.env)
                 probed[key] = factory.describe(resolved.run.env, resolved.run.num_envs)
-            check_compatible(resolved.algorithm, probed[key])
-            check_builders(resolved.algorithm.build_agent, resolved.algorithm.build_learner)
-            check_device(resolved.run.device)
+            check_resolved(resolved, probed[key])
             _check_place(run)
         except RlfError as exc:
             raise ConfigError(f"run {run.name}: {exc}; nothing was trained") from None
@@ -94,9 +91,9 @@ def _done_steps(run: PlannedRun) -> int | None:
     return None if record is None else record["env_steps"]
 
 
-def _finished(run: PlannedRun) -> bool:
-    """Trained to its budget, or stopped at its ``until`` target."""
-    record = _done_record(run)
+def _finished(run: PlannedRun, record: dict[str, Any] | None = None) -> bool:
+    """Trained to its budget, or stopped at its ``until`` target (``record``: the marker, if already read)."""
+    record = record or _done_record(run)
     return record is not None and (record["env_steps"] >= run.steps or bool(record.get("until")))
 
 
@@ -120,7 +117,7 @@ def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=No
             if at >= steps:
                 _mark_done(run, at)
                 return action
-            reached = _check_target(run, at, log, registry) if run.until is not None and at > 0 else None
+            reached = _check_target(run, algo, at, log) if run.until is not None and at > 0 else None
             if reached is not None:
                 _mark_done(run, at, until=reached)
                 return action
@@ -151,14 +148,11 @@ def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=No
             return action
 
 
-def _check_target(run: PlannedRun, at: int, log: Callable[[str], None], registry=None) -> dict[str, Any] | None:
-    """The ``until`` check of the checkpoint at ``at``: the record for the marker if reached, else None.
-    It evaluates exactly as the final evaluation of its mode does (a fresh load, the default seed)."""
-    from rlf import saved
-
+def _check_target(run: PlannedRun, algo, at: int, log: Callable[[str], None]) -> dict[str, Any] | None:
+    """The ``until`` check of ``algo``, the checkpoint at ``at`` freshly loaded: the record for the marker if
+    reached, else None. It evaluates exactly as the final evaluation of its mode does (the default seed)."""
     until = run.until
-    result = saved.load(run.path, registry=registry).evaluate(episodes=until.episodes,
-                                                              stochastic=until.mode == "stochastic")
+    result = algo.evaluate(episodes=until.episodes, stochastic=until.mode == "stochastic")
     score = result.get(until.metric)
     if score is None:
         raise ConfigError(f"until.metric {until.metric!r} is not among the evaluation's results "
@@ -315,7 +309,7 @@ def main(args) -> int:
         check_runs(experiment)
         for run in experiment.runs:
             record = _done_record(run)
-            state = ("target" if record and record.get("until") else "done") if _finished(run) else (
+            state = ("target" if record.get("until") else "done") if _finished(run, record) else (
                 "partial" if run.path.exists() else "to do")
             print(f"{run.name:<32} {state:<8} {run.steps:>10} {run.path}")
         return 0
