@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from _common import Case, UsageError, machine_line, main_guard, serve_worker  # noqa: E402
 from dqn_cartpole import run_rounds  # noqa: E402
 
-# the preset's settings (plugins/dqn/examples/cartpole.toml), grouped as the differences to the defaults
+# the preset's settings (plugins/dqn/src/rlf_plugin_dqn/presets/cartpole.toml), grouped as the differences to the defaults
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "defaults": ("rlf's defaults", []),
     "burst": ("+ 128 gradient steps every 256 env steps",

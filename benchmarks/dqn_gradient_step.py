@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PRESET = Path(__file__).resolve().parents[1] / "plugins" / "dqn" / "examples" / "cartpole.toml"
+PRESET = Path(__file__).resolve().parents[1] / "plugins" / "dqn" / "src" / "rlf_plugin_dqn" / "presets" / "cartpole.toml"
 
 
 def child(steps: int, overrides: list[str]) -> dict:

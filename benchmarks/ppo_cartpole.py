@@ -3,7 +3,7 @@
     python benchmarks/ppo_cartpole.py                      # sync and async vector envs, 100k steps each
     python benchmarks/ppo_cartpole.py --steps 50000 --modes sync --set algo.torch_threads=2
 
-Uses the tuned preset plugins/ppo/examples/cartpole.toml. The agent's act/value, the learner's learn
+Uses the tuned preset plugins/ppo/src/rlf_plugin_ppo/presets/cartpole.toml. The agent's act/value, the learner's learn
 and the vector env's step are wrapped with timers, so the split is measured inside the real run:
 env = stepping the vector env (for async: waiting on the worker processes), inference = act + value,
 learning = learn, setup = building envs (spawning workers for async), networks and optimizer and
@@ -24,7 +24,7 @@ from rlf.envs import GymVector, ParallelVector
 from rlf.plugins import load_registry
 from rlf.training.on_policy import OnPolicyStrategy
 
-PRESET = Path(__file__).resolve().parents[1] / "plugins" / "ppo" / "examples" / "cartpole.toml"
+PRESET = Path(__file__).resolve().parents[1] / "plugins" / "ppo" / "src" / "rlf_plugin_ppo" / "presets" / "cartpole.toml"
 
 
 class Timers:

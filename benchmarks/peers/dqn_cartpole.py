@@ -1,5 +1,5 @@
 """DQN on CartPole-v1: Stable-Baselines3 at rl-baselines3-zoo's tuned settings vs rlf at the same
-settings (plugins/dqn/examples/cartpole.toml) and, optionally, rlf's defaults. Same budget, same seeds,
+settings (plugins/dqn/src/rlf_plugin_dqn/presets/cartpole.toml) and, optionally, rlf's defaults. Same budget, same seeds,
 alternating rounds, each run in a fresh process.
 
     python benchmarks/peers/dqn_cartpole.py                       # 50k steps, 3 rounds (seeds 0, 1, 2)
@@ -43,7 +43,7 @@ from _common import (  # noqa: E402
     thread_mismatch,
 )
 
-PRESET = REPO / "plugins" / "dqn" / "examples" / "cartpole.toml"
+PRESET = REPO / "plugins" / "dqn" / "src" / "rlf_plugin_dqn" / "presets" / "cartpole.toml"
 SB3_VENV = "python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 stable-baselines3"
 
 # rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4)

@@ -4,7 +4,7 @@ run in a fresh process):
   defaults  SB3's default PPO hyperparameters on both (1 env, 2048 steps x 10 epochs x minibatch 64,
             lr 3e-4 constant, gamma 0.99, lambda 0.95, no entropy bonus, 64x64 tanh actor and critic);
   presets   each at its best CartPole preset: rl-baselines3-zoo's (8 envs, 32 steps, 20 epochs, batch
-            256, linear lr 1e-3 and clip 0.2 schedules, 100k steps) vs plugins/ppo/examples/cartpole.toml.
+            256, linear lr 1e-3 and clip 0.2 schedules, 100k steps) vs plugins/ppo/src/rlf_plugin_ppo/presets/cartpole.toml.
 
     python benchmarks/peers/ppo_cartpole.py                     # both comparisons, 3 rounds
     python benchmarks/peers/ppo_cartpole.py --only defaults --rounds 1
@@ -45,7 +45,7 @@ from _common import (  # noqa: E402
     serve_worker,
 )
 
-PRESET = REPO / "plugins" / "ppo" / "examples" / "cartpole.toml"
+PRESET = REPO / "plugins" / "ppo" / "src" / "rlf_plugin_ppo" / "presets" / "cartpole.toml"
 SB3_VENV = "python3 -m venv /tmp/sb3 && /tmp/sb3/bin/pip install -c constraints.txt torch==2.13.0 stable-baselines3"
 TARGET, WINDOW = 475.0, 100
 

@@ -368,11 +368,12 @@ def check_resolved(resolved: Resolved, env_spec) -> None:
 
 def make(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
          overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
-         registry: Registry | None = None) -> Algorithm:
-    """Build an algorithm by name with a validated config (see ``resolve`` for the layering)."""
+         registry: Registry | None = None, preset: bool = False) -> Algorithm:
+    """Build an algorithm by name with a validated config (see ``resolve`` for the layering; ``preset=True``
+    layers the plugin's tuned settings for the env under the given ones, as ``rlf train`` does)."""
     registry = registry or default_registry()
     return Algorithm(resolve(algorithm, env, config_file=config_file, overrides=overrides, config=config,
-                             registry=registry), registry=registry)
+                             registry=registry, preset=preset), registry=registry)
 
 
 __all__ = ["Algorithm", "make"]

@@ -4,6 +4,7 @@ config files, ``--set`` overrides, and whether the algorithm fits the environmen
 
 from __future__ import annotations
 
+import importlib.resources
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from rlf.config import (
     validate,
 )
 from rlf.envs.base import action_kinds
-from rlf.errors import ConfigError, IncompatibleError, PluginRunError, guarded
+from rlf.errors import ConfigError, IncompatibleError, PluginError, PluginRunError, guarded
 from rlf.plugins.loading import registry as default_registry
 from rlf.plugins.specs import (
     AlgorithmSpec,
@@ -51,6 +52,8 @@ class Resolved:
     """``run.loggers`` in order, each with its validated ``[logger.<name>]`` settings."""
     callbacks: dict[str, BaseModel] = field(default_factory=dict)
     """``run.callbacks`` in order, each with its validated ``[callback.<name>]`` settings."""
+    preset: str | None = None
+    """The plugin's preset layered under the user's settings (``package/path.toml``), if one was."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run": self.run.model_dump(mode="json"), "algo": self.algo.model_dump(mode="json"),
@@ -61,20 +64,20 @@ class Resolved:
 
 def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None = None,
             overrides: Iterable[str] = (), config: Mapping[str, Mapping[str, Any]] | None = None,
-            registry: Registry | None = None) -> Resolved:
-    """Defaults < the algorithm's run defaults < ``config`` dict < TOML file < ``--set`` overrides."""
+            registry: Registry | None = None, preset: bool = False) -> Resolved:
+    """Defaults < the algorithm's run defaults < its preset for the env < ``config`` dict < TOML file <
+    ``--set`` overrides.
+
+    ``preset=True`` (what ``rlf train`` does unless told ``--no-preset``) layers the algorithm plugin's
+    tuned settings for the chosen environment, if it ships some, as rl-zoo picks per-env hyperparameters;
+    a config file replaces the preset (the file is the user's own full recipe)."""
     registry = registry or default_registry()
     if not isinstance(algorithm, str) or not algorithm:
         raise ConfigError(f"algorithm must be a name (see `rlf list`), not {algorithm!r}")
     spec = registry.algorithm(algorithm)
     strategy = registry.strategy(spec.family, spec)
-    layered: dict[str, Any] = {section: {} for section in SECTIONS}
-    layered["run"].update(spec.run_defaults)
-    for layer in (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides)):
-        unknown = set(layer) - set(SECTIONS)
-        if unknown:
-            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}")
-        layered = merge(layered, layer)
+    user_layers = (config or {}, load_toml(config_file) if config_file else {}, parse_overrides(overrides))
+    layered = _layer({"run": dict(spec.run_defaults)}, user_layers)
     _check_chosen_names(algorithm, layered["run"])
     if env and layered["run"].get("env") not in (None, env):
         raise ConfigError(f"--env {env} conflicts with run.env={layered['run']['env']!r} from the config; "
@@ -82,18 +85,70 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
     env_name = env or layered["run"].get("env") or spec.default_env
     if not env_name:
         raise ConfigError(f"algorithm {algorithm!r} has no default environment; pass --env ENV (see `rlf list`)")
-    layered["run"]["algorithm"], layered["run"]["env"] = algorithm, env_name
     environment = registry.environment(env_name)
-    if environment.prefix:
-        layered["env"].setdefault("id", env_name.split(":", 1)[1])
-    run = validate(RunConfig, layered["run"], "run")
-    collector = registry.collector(run.vector, environment)
-    _check_collector_keys(collector, layered["collector"], registry)
-    return Resolved(run, validate(spec.config, layered["algo"], "algo"),
-                    validate(environment.config, layered["env"], "env"), spec, environment,
-                    validate(collector.config, layered["collector"], "collector"), collector, strategy,
-                    _named_settings("logger", run.loggers, registry.logger, layered["logger"]),
-                    _named_settings("callback", run.callbacks, registry.callback, layered["callback"]))
+
+    def validated(layered: dict[str, Any], preset_label: str | None) -> Resolved:
+        layered["run"]["algorithm"], layered["run"]["env"] = algorithm, env_name
+        if environment.prefix:
+            layered["env"].setdefault("id", env_name.split(":", 1)[1])
+        run = validate(RunConfig, layered["run"], "run")
+        collector = registry.collector(run.vector, environment)
+        _check_collector_keys(collector, layered["collector"], registry)
+        return Resolved(run, validate(spec.config, layered["algo"], "algo"),
+                        validate(environment.config, layered["env"], "env"), spec, environment,
+                        validate(collector.config, layered["collector"], "collector"), collector, strategy,
+                        _named_settings("logger", run.loggers, registry.logger, layered["logger"]),
+                        _named_settings("callback", run.callbacks, registry.callback, layered["callback"]),
+                        preset_label)
+
+    chosen = load_preset(spec, env_name) if preset and config_file is None else None
+    if chosen is None:
+        return validated(layered, None)
+    label, tables = chosen
+    try:
+        return validated(_layer(merge({"run": dict(spec.run_defaults)}, tables), user_layers), label)
+    except ConfigError as exc:
+        validated(layered, None)  # the user's own settings at fault: their error, as without a preset
+        raise PluginError(f"{spec.name}'s preset for {env_name} ({label}) does not validate: {exc}; reinstall "
+                          f"plugin {spec.plugin!r} or train without it (--no-preset)") from None
+
+
+def _layer(base: Mapping[str, Any], layers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    layered: dict[str, Any] = merge({section: {} for section in SECTIONS}, base)
+    for layer in layers:
+        unknown = set(layer) - set(SECTIONS)
+        if unknown:
+            raise ConfigError(f"unknown config section(s) {sorted(unknown)}; use {', '.join(SECTIONS)}")
+        layered = merge(layered, layer)
+    return layered
+
+
+def load_preset(spec: AlgorithmSpec, env_name: str) -> tuple[str, dict[str, dict[str, Any]]] | None:
+    """The plugin's preset for ``env_name`` as ``(package/path, config tables)``, None if it ships none.
+
+    A preset that is missing or names another algorithm or env is the plugin's fault, not the user's:
+    a ``PluginError`` that says how to train without it."""
+    where = spec.presets.get(env_name)
+    if where is None:
+        return None
+    package, relative = where.split(":")
+    label = f"{package}/{relative}"
+    escape = f"reinstall plugin {spec.plugin!r} or train without it (--no-preset)"
+    try:
+        resource = importlib.resources.files(package).joinpath(relative)
+        with importlib.resources.as_file(resource) as path:
+            if not path.is_file():
+                raise FileNotFoundError(path)
+            tables = load_toml(path)
+    except (ImportError, FileNotFoundError, NotADirectoryError):
+        raise PluginError(f"{spec.name}'s preset for {env_name} ({label}) is not installed; {escape}") from None
+    except ConfigError as exc:
+        raise PluginError(f"{spec.name}'s preset for {env_name} is not a valid config: {exc}; {escape}") from None
+    named = {"env": tables["run"].get("env", env_name), "algorithm": tables["run"].get("algorithm", spec.name)}
+    if named != {"env": env_name, "algorithm": spec.name}:
+        raise PluginError(f"{spec.name}'s preset for {env_name} ({label}) is written for {named['algorithm']} on "
+                          f"{named['env']}; {escape}")
+    return label, tables
 
 
 def _check_collector_keys(chosen, settings: Mapping[str, Any], registry: Registry) -> None:

@@ -35,7 +35,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="total env steps (run.steps); with --resume the new total, counted from the run's "
                             "start (not steps to add)")
     train.add_argument("--seed", type=int, help="random seed (run.seed)")
-    train.add_argument("--config", type=Path, help="TOML file with [run], [algo], [env] and [collector] tables")
+    train.add_argument("--config", type=Path, help="TOML file with [run], [algo], [env] and [collector] tables "
+                                                   "(replaces the plugin's preset for the env)")
+    train.add_argument("--no-preset", action="store_true",
+                       help="the algorithm's plain defaults, not the tuned preset its plugin ships for this env "
+                            "(`rlf list` shows the presets)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set algo.lr=3e-4 --set num_envs=8")
     train.add_argument("--run-dir", help="where to write the run (default runs/<algo>-<env>-<time>)")
@@ -78,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--config", type=Path, help="TOML config file, with the same tables as for train")
     config.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a value, as for train; the output shows the result")
+    config.add_argument("--no-preset", action="store_true", help="as for train: without the plugin's preset")
 
     from rlf.cli import scaffold  # `rlf new`
 
@@ -160,8 +165,10 @@ def _train(args) -> int:
             raise ConfigError("name an algorithm to train (see `rlf list`) or pass --resume RUN_DIR")
         if args.run_dir is not None:
             overrides.append(f"run.run_dir={json.dumps(args.run_dir)}")
-        algo = api.make(args.algorithm, args.env, config_file=args.config, overrides=overrides)
+        algo = api.make(args.algorithm, args.env, config_file=args.config, overrides=overrides,
+                        preset=not args.no_preset)
         algo.check()
+        _say_preset(algo.resolved)
         print(f"training {algo.resolved.run.algorithm} on {algo.resolved.run.env}; run directory {algo.run_dir}",
               file=sys.stderr)
     try:
@@ -182,6 +189,13 @@ def _train(args) -> int:
     print(f"done: {json.dumps(shown)}")
     print(f"run directory: {algo.run_dir}   evaluate with: rlf eval {algo.run_dir}")
     return 0
+
+
+def _say_preset(resolved) -> None:
+    """A preset changes what runs: say which, and how to do without it."""
+    if resolved.preset:
+        print(f"preset: {resolved.preset} ({resolved.run.algorithm}'s tuned settings for {resolved.run.env}, "
+              "under --set; --no-preset for the plain defaults)", file=sys.stderr)
 
 
 def _refuse_twice_set(args) -> None:
@@ -231,7 +245,8 @@ def _list(args) -> int:
     print("algorithms:")
     for name, spec in sorted(reg.algorithms.items()):
         default = f"  default env {spec.default_env}" if spec.default_env else ""
-        print(f"  {name:<14} {strategy_name(spec.family):<11} {spec.plugin}{default}")
+        presets = f"  presets: {', '.join(sorted(spec.presets))}" if spec.presets else ""
+        print(f"  {name:<14} {strategy_name(spec.family):<11} {spec.plugin}{default}{presets}")
     print("environments:")
     for name, spec in sorted(reg.environments.items()):
         shown = f"{name}<id>" if spec.prefix else name
@@ -279,7 +294,9 @@ def _config(args) -> int:
     from rlf.resolution import resolve
 
     if args.algorithm:
-        resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides)
+        resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides,
+                           preset=not args.no_preset)
+        _say_preset(resolved)
         sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
                     ("env", resolved.environment.config, resolved.env),
                     ("collector", resolved.collector_spec.config, resolved.collector)]

@@ -36,7 +36,8 @@ class RegisterAlgorithm(Protocol):
                  config: type[BaseModel], default_env: str | None = None,
                  action_spaces: tuple[str, ...] = ("discrete",), multi_agent: bool = True,
                  run_defaults: dict[str, Any] | None = None, observation_spaces: tuple[str | type, ...] | None = None,
-                 observation_check: Callable[[Any], str | None] | None = None) -> None: ...
+                 observation_check: Callable[[Any], str | None] | None = None,
+                 presets: dict[str, str] | None = None) -> None: ...
 
 
 class RegisterEnvironment(Protocol):

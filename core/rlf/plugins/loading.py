@@ -140,11 +140,23 @@ def _space_classes(name: str, declared: Any) -> tuple[str | type, ...] | None:
     return items
 
 
+def _presets(name: str, declared) -> dict[str, str]:
+    """``{env: "package:path/in/package.toml"}``, checked by form only: `rlf list` must not open files."""
+    if declared is None:
+        return {}
+    if isinstance(declared, dict) and all(
+            isinstance(env, str) and env and isinstance(where, str) and where.count(":") == 1
+            and all(where.split(":")) for env, where in declared.items()):
+        return dict(declared)
+    raise PluginError(f"algorithm {name!r}: presets must map environment names to files in the plugin's package, "
+                      f"e.g. {{\"gym:CartPole-v1\": \"my_plugin:presets/cartpole.toml\"}}, not {declared!r}")
+
+
 def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) -> None:
     def algorithm_registrar(plugin: str):
         def register(name: str, *, build_agent, build_learner, family, config, default_env=None,
                      action_spaces=("discrete",), multi_agent=True, run_defaults=None,
-                     observation_spaces=None, observation_check=None) -> None:
+                     observation_spaces=None, observation_check=None, presets=None) -> None:
             if not isinstance(family, str) or not family:
                 raise PluginError(f"algorithm {name!r}: family must name a registered strategy "
                                   f"(e.g. 'on-policy'), not {family!r}")
@@ -156,10 +168,12 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             if observation_check is not None and not callable(observation_check):
                 raise PluginError(f"algorithm {name!r}: observation_check must be a function of the observation "
                                   f"space (or None), not {type(observation_check).__name__}")
+            presets = _presets(name, presets)
             _claim(registry.algorithms, name, plugin, "algorithm")
             registry.algorithms[name] = AlgorithmSpec(
                 name, _builder(build_agent), _builder(build_learner), family, config, plugin, default_env,
-                tuple(action_spaces), multi_agent, dict(run_defaults or {}), observation_spaces, observation_check)
+                tuple(action_spaces), multi_agent, dict(run_defaults or {}), observation_spaces, observation_check,
+                presets)
             registry.plugins[plugin].algorithms.append(name)
         return register
 

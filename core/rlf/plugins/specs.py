@@ -123,6 +123,9 @@ class AlgorithmSpec:
     observation_check: Callable[[Any], str | None] | None = None
     """``observation_check(space)``: None when it can read ``space``, else what it needs, one phrase
     ("images of at least 36x36"), which the refusal quotes."""
+    presets: dict[str, str] = field(default_factory=dict)
+    """Tuned settings per environment: ``{"gym:CartPole-v1": "package:presets/cartpole.toml"}``, a TOML
+    file inside the plugin's package that ``rlf train ALGO --env ENV`` layers under the user's settings."""
 
 
 @dataclass(frozen=True)

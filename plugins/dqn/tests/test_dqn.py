@@ -364,11 +364,10 @@ def test_the_cnn_learns_which_side_is_lit(registry, tmp_path):
 
 
 def test_cartpole_preset_is_rl_zoo_settings(tmp_path):
-    """The shipped preset validates and says what docs/BENCHMARKS.md measured: rl-zoo's CartPole settings."""
-    from pathlib import Path
-
-    preset = Path(__file__).resolve().parents[1] / "examples" / "cartpole.toml"
-    algo = rlf.make("dqn", config_file=preset, overrides=["progress=false", f"run_dir='{tmp_path}'"])
+    """The installed preset is what `rlf train dqn --env gym:CartPole-v1` layers under the user's settings,
+    and says what docs/BENCHMARKS.md measured: rl-zoo's CartPole settings."""
+    algo = rlf.make("dqn", "gym:CartPole-v1", overrides=["progress=false", f"run_dir='{tmp_path}'"], preset=True)
+    assert algo.resolved.preset == "rlf_plugin_dqn/presets/cartpole.toml"
     run, config = algo.resolved.run, algo.resolved.algo
     assert (run.env, run.steps, run.num_envs) == ("gym:CartPole-v1", 50_000, 1)
     assert (config.lr, config.batch_size, config.buffer_size, config.min_replay_size) == (0.0023, 64, 100_000, 1000)

@@ -1,4 +1,4 @@
-"""The learning test: PPO with the documented CartPole preset (examples/cartpole.toml) solves
+"""The learning test: PPO with its CartPole preset (presets/cartpole.toml, what `rlf train ppo` uses) solves
 CartPole-v1 (mean return >= 475 over the last 20 training episodes) within 100,000 env steps,
 for at least 2 of 3 seeds. It stops as soon as 2 seeds have passed."""
 
@@ -9,7 +9,6 @@ import numpy as np
 
 import rlf
 
-PRESET = Path(__file__).resolve().parents[1] / "examples" / "cartpole.toml"
 BUDGET = 100_000
 SOLVED = 475.0
 
@@ -23,8 +22,9 @@ def test_ppo_solves_cartpole_for_two_of_three_seeds(ppo_registry, tmp_path):
     results: dict[int, float] = {}
     for seed in (0, 1, 2):
         run_dir = tmp_path / f"seed{seed}"
-        algo = rlf.make("ppo", config_file=PRESET, registry=ppo_registry, overrides=[
+        algo = rlf.make("ppo", registry=ppo_registry, preset=True, overrides=[
             f"seed={seed}", "progress=false", "checkpoint_interval=0", f"run_dir='{run_dir}'"])
+        assert algo.resolved.preset == "rlf_plugin_ppo/presets/cartpole.toml"
         assert algo.config.run.steps == BUDGET and algo.config.run.env == "gym:CartPole-v1"
         algo.train()
         assert algo.counters["env_steps"] <= BUDGET

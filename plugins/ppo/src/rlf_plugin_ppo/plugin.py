@@ -13,4 +13,6 @@ def rlf_register_algorithms(register):
     register("ppo", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
              config=PPOConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",),
              observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
-             run_defaults={"num_envs": 8})
+             run_defaults={"num_envs": 8},
+             presets={"gym:CartPole-v1": "rlf_plugin_ppo:presets/cartpole.toml",
+                      "mario": "rlf_plugin_ppo:presets/mario.toml"})

@@ -14,4 +14,4 @@ def rlf_register_algorithms(register):
     register("rnd", build_agent=build_agent, build_learner="rlf_plugin_rnd.learner:build_learner",
              family=StrategyFamily.ON_POLICY, config=RNDConfig, default_env="mario", action_spaces=("discrete",),
              observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
-             run_defaults={"num_envs": 8})
+             run_defaults={"num_envs": 8}, presets={"mario": "rlf_plugin_rnd:presets/mario.toml"})
