@@ -1,10 +1,12 @@
-"""Start-up of `rlf train ppo --env mario` (8 subprocess envs): where the time to the first env step goes.
+"""Start-up of `rlf train ppo --env mario` (8 subprocess envs): where the time to the first env step,
+and to the first update, goes.
 
     python benchmarks/mario_startup.py [--rounds 3] [--num-envs 8] [--baseline OTHER/.venv/bin/python]
 
 Each round starts a fresh interpreter (as a user's `rlf train` does) that runs the real CLI,
-`rlf train ppo --env mario --steps <num_envs> --no-progress`, with timers wrapped around the phases
-(nothing else changes). The clock starts in the parent just before the child process is created, so
+`rlf train ppo --env mario --steps <2 x num_envs> --no-progress` with the preset's rollout cut to 2 steps
+(one minibatch, one epoch: ``--set algo.rollout_steps=2 ...``), so the first update comes after two vector
+steps instead of a whole 512-step rollout, with timers wrapped around the phases (nothing else changes). The clock starts in the parent just before the child process is created, so
 interpreter start-up counts. Phases are printed as offsets from that start (start -> end, seconds):
 
   python + import rlf    interpreter start and `import rlf, rlf.cli.commands` (no torch)
@@ -18,13 +20,17 @@ interpreter start-up counts. Phases are printed as offsets from that start (star
   loggers on_start       CSV, TensorBoard (tensorboardX) and progress loggers starting
   first act              the first CNN forward pass on the 8 observations
   first env step         until the first vector step's results are back
+  learner ready          until the learner is built and waited for (the background build joined)
+  first update           PPO's first learn() call on the 2-step rollout: the run can now learn
+  import floor           (printed apart) `python -c "import torch, rlf"`: no start-up can beat it
 
 With ``--baseline``, another checkout's interpreter (its own rlf) is timed too, the two alternating
 round by round. Each round also prints the CPU seconds spent until the first env step: this
 process (all its threads), the env workers and their fork server (from /proc, Linux only); on a
 loaded machine that figure moves far less than the wall-clock offsets.
 
-"first env step" is the figure the issue's target is about (< 3 s). Phases may overlap when work
+"first env step" is the figure issue 18's target was about (< 3 s); "first update" is issue 27's: the
+agent and the learner built and used once. Phases may overlap when work
 runs in the background (the TensorBoard writer's import, for one). The medians over rounds are
 printed last. The machine's load is printed too: the background Mario runs and other work slow
 every phase; compare rounds of one run, not runs at different loads.
@@ -44,7 +50,7 @@ from pathlib import Path
 
 RESULT = "STARTUP "
 PHASES = ("python + import rlf", "check: probe env", "env workers", "build agent", "build learner", "reset",
-          "loggers on_start", "first act", "first env step")
+          "loggers on_start", "first act", "first env step", "learner ready", "first update")
 
 
 def child(t0: float, num_envs: int) -> None:
@@ -84,6 +90,22 @@ def child(t0: float, num_envs: int) -> None:
     timed(rlf.envs.gym_vector.GymVector, "step", "first env step")
     timed(rlf.logging.loggers.TensorBoardLogger, "on_start", "loggers on_start")
     timed(ppo_factory, "build_learner", "build learner")
+    import rlf.training.startup
+
+    timed(rlf.training.startup._BackgroundBuild, "learner", "learner ready")
+    import rlf_plugin_ppo.learner as ppo_learner
+
+    timed(ppo_learner.PPOLearner, "learn", "first update")
+    learn = ppo_learner.PPOLearner.learn
+
+    def first_learn(self, *args, **kwargs):
+        try:
+            return learn(self, *args, **kwargs)
+        finally:
+            if "envs" in seen and not cpu_update:
+                cpu_update.update(cpu_to_now(seen["envs"]))
+
+    ppo_learner.PPOLearner.learn = first_learn
     original_agent = ppo_factory.build_agent
 
     def build_agent(context):
@@ -111,19 +133,24 @@ def child(t0: float, num_envs: int) -> None:
         try:
             return step_wait(self, *args, **kwargs)
         finally:
+            seen["envs"] = self
             if "first env step" in events and "first env step done" not in events:
                 events["first env step"][1] = time.time() - t0
                 events["first env step done"] = []
                 cpu.update(cpu_to_now(self))
 
     cpu: dict[str, float] = {}
+    cpu_update: dict[str, float] = {}
+    seen: dict[str, object] = {}
     rlf.envs.gym_vector.GymVector.step_wait = first_wait
     with tempfile.TemporaryDirectory() as run_dir:
-        code = rlf.cli.commands.main(["train", "ppo", "--env", "mario", "--steps", str(num_envs), "--no-progress",
+        code = rlf.cli.commands.main(["train", "ppo", "--env", "mario", "--steps", str(2 * num_envs), "--no-progress",
                              "--run-dir", str(Path(run_dir) / "run"), "--set", f"num_envs={num_envs}",
-                             "--set", "checkpoint_interval=0"])
+                             "--set", "checkpoint_interval=0", "--set", "algo.rollout_steps=2",
+                             "--set", "algo.minibatches=1", "--set", "algo.epochs=1"])
     events.pop("first env step done", None)
-    print(RESULT + json.dumps({"exit_code": code, "events": events, "cpu": cpu}), flush=True)
+    print(RESULT + json.dumps({"exit_code": code, "events": events, "cpu": cpu, "cpu_update": cpu_update}),
+          flush=True)
 
 
 def cpu_to_now(envs) -> dict[str, float]:
@@ -165,11 +192,19 @@ def run_round(python: str, num_envs: int, label: str) -> dict:
         if name in result["events"]:
             start, end = result["events"][name]
             print(f"  {name:20s} {start:6.2f} -> {end:6.2f}  ({end - start:5.2f} s)")
-    cpu = result.get("cpu") or {}
-    if cpu:
-        print("  CPU to the first env step: " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu.items())
-              + f", total {sum(cpu.values()):.2f} s")
+    for key, what in (("cpu", "first env step"), ("cpu_update", "first update")):
+        cpu = result.get(key) or {}
+        if cpu:
+            print(f"  CPU to the {what}: " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu.items())
+                  + f", total {sum(cpu.values()):.2f} s")
     return result
+
+
+def import_floor(python: str) -> float:
+    """Seconds from process creation to `import torch, rlf` done: what any start-up pays before its own work."""
+    t0 = time.time()
+    subprocess.run([python, "-c", "import torch, rlf"], check=True)
+    return time.time() - t0
 
 
 def summary(name: str, results: list[dict]) -> None:
@@ -182,11 +217,15 @@ def summary(name: str, results: list[dict]) -> None:
             end = statistics.median(e for _, e in spans)
             duration = statistics.median(e - s for s, e in spans)
             print(f"| {phase} | {start:.2f} | {end:.2f} | {duration:.2f} |")
-    cpus = [r["cpu"] for r in results if r.get("cpu")]
-    if cpus:
-        print("CPU seconds to the first env step (median): "
-              + ", ".join(f"{k} {statistics.median(c.get(k, 0.0) for c in cpus):.2f}" for k in cpus[0])
-              + f", total {statistics.median(sum(c.values()) for c in cpus):.2f}")
+    for key, what in (("cpu", "first env step"), ("cpu_update", "first update")):
+        cpus = [r[key] for r in results if r.get(key)]
+        if cpus:
+            print(f"CPU seconds to the {what} (median): "
+                  + ", ".join(f"{k} {statistics.median(c.get(k, 0.0) for c in cpus):.2f}" for k in cpus[0])
+                  + f", total {statistics.median(sum(c.values()) for c in cpus):.2f}")
+    floors = [r["import_floor"] for r in results if "import_floor" in r]
+    if floors:
+        print(f"import floor (python -c 'import torch, rlf', median): {statistics.median(floors):.2f} s")
 
 
 def main() -> None:
@@ -216,7 +255,10 @@ def main() -> None:
     for r in range(args.rounds):
         order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
         for name, python in order:
-            results[name].append(run_round(python, args.num_envs, f"round {r + 1}/{args.rounds}, {name}"))
+            result = run_round(python, args.num_envs, f"round {r + 1}/{args.rounds}, {name}")
+            result["import_floor"] = import_floor(python)
+            print(f"  import floor         {result['import_floor']:.2f} s")
+            results[name].append(result)
     for name, rows in results.items():
         summary(name, rows)
     print(f"\nload average after: {os.getloadavg()[0]:.1f} (1 min)")

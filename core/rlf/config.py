@@ -1,6 +1,7 @@
 """Validated configuration: the run, the two strategy families, and the base models plugins extend.
 
-Layering, lowest first: model defaults < the algorithm's ``run_defaults`` < a TOML file < ``--set``
+Layering, lowest first: model defaults < the algorithm's ``run_defaults`` < its preset for the env (``rlf train``;
+``rlf.resolution.resolve(preset=True)``) < a TOML file < ``--set``
 overrides. Every model forbids unknown keys, so a typo is an error, not a silently ignored setting.
 """
 

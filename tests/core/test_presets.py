@@ -113,8 +113,9 @@ def test_a_preset_written_for_something_else_is_refused(registry, site, content,
     {"line": f"{PACKAGE}:"},
 ])
 def test_a_malformed_presets_declaration_fails_the_plugin_at_load(presets):
-    from rlf import StrategyFamily, hookimpl
     from support import TabularQConfig
+
+    from rlf import StrategyFamily, hookimpl
 
     class Bad:
         RLF_API_VERSION = 1

@@ -81,3 +81,15 @@ def test_rlf_train_icm_on_cartpole_works(icm_venv: Path, tmp_path: Path):
                                cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     assert "return" in evaluated.stdout
+
+
+def test_the_wheels_carry_the_presets_rlf_train_uses(icm_venv: Path, tmp_path: Path):
+    """Presets are package data: a wheel built without them would leave `rlf train ppo` on the plain defaults."""
+    shown = subprocess.run([str(icm_venv / "bin" / "rlf"), "config", "ppo", "--env", "gym:CartPole-v1"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": ""})
+    assert shown.returncode == 0, shown.stderr
+    assert "preset: rlf_plugin_ppo/presets/cartpole.toml" in shown.stderr, shown.stderr
+    assert any(line.startswith("rollout_steps = 32  #") for line in shown.stdout.splitlines())
+    listed = subprocess.run([str(icm_venv / "bin" / "rlf"), "list"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "PYTHONPATH": ""}).stdout
+    assert "presets: gym:CartPole-v1, mario" in listed and "presets: mario" in listed, listed
