@@ -48,6 +48,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+from _common import record  # noqa: E402
+
 RESULT = "STARTUP "
 PHASES = ("python + import rlf", "check: probe env", "env workers", "build agent", "build learner", "reset",
           "loggers on_start", "first act", "first env step", "learner ready", "first update")
@@ -208,14 +211,18 @@ def import_floor(python: str) -> float:
 
 
 def summary(name: str, results: list[dict]) -> None:
-    print(f"\n{name}: medians over {len(results)} rounds (offsets from process creation, seconds)")
+    title = f"Start-up of `rlf train ppo --env mario`, {name}"
+    header = f"medians over {len(results)} rounds (offsets from process creation, seconds)"
+    print(f"\n{title}: {header}")
     print("| phase | start | end | duration |\n|---|---|---|---|")
+    table = []
     for phase in PHASES:
         spans = [r["events"][phase] for r in results if phase in r["events"]]
         if spans:
             start = statistics.median(s for s, _ in spans)
             end = statistics.median(e for _, e in spans)
             duration = statistics.median(e - s for s, e in spans)
+            table.append([phase, f"{start:.2f}", f"{end:.2f}", f"{duration:.2f}"])
             print(f"| {phase} | {start:.2f} | {end:.2f} | {duration:.2f} |")
     for key, what in (("cpu", "first env step"), ("cpu_update", "first update")):
         cpus = [r[key] for r in results if r.get(key)]
@@ -226,6 +233,15 @@ def summary(name: str, results: list[dict]) -> None:
     floors = [r["import_floor"] for r in results if "import_floor" in r]
     if floors:
         print(f"import floor (python -c 'import torch, rlf', median): {statistics.median(floors):.2f} s")
+        table.append(["import floor: `python -c 'import torch, rlf'`", "0.00", f"{statistics.median(floors):.2f}",
+                      f"{statistics.median(floors):.2f}"])
+    for key, what in (("cpu", "first env step"), ("cpu_update", "first update")):
+        cpus = [r[key] for r in results if r.get(key)]
+        if cpus:
+            table.append([f"CPU seconds to the {what} (all processes)", "", "",
+                          f"{statistics.median(sum(c.values()) for c in cpus):.2f}"])
+    load = os.getloadavg()[0]
+    record(title, f"{header}; load average {load:.1f} at the end", ["phase", "start", "end", "duration"], table)
 
 
 def main() -> None:

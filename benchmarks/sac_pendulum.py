@@ -40,6 +40,7 @@ from _common import (  # noqa: E402
     check_python,
     machine_line,
     main_guard,
+    print_table,
     serve_worker,
 )
 
@@ -153,21 +154,20 @@ def main() -> None:
           f"{args.episodes} greedy eval episodes, torch threads {args.threads} on both sides")
     print(f"# {machine_line()}")
     results = alternate(Path(__file__), cases, len(args.seeds), args.seeds[0], args.timeout)
-    print("# summary (medians over seeds)")
-    for case in cases:
-        rows = results[case.name]
-        passed = sum(r["return"] >= THRESHOLD for r in rows)
-        print(f"{case.name:<5} threads {case.threads}  load {statistics.median(r['load'] for r in rows):.1f}  "
-              f"steps/s {statistics.median(r['steps_per_s'] for r in rows):.1f}  "
-              f"steps/CPU s {statistics.median(r['steps_per_cpu_s'] for r in rows):.1f}  "
-              f"return {statistics.median(r['return'] for r in rows):.1f}  seeds >= {THRESHOLD:.0f}: "
-              f"{passed}/{len(rows)}")
+    def med(key: str, fmt: str):
+        return lambda rows: fmt.format(statistics.median(r[key] for r in rows))
+
+    print_table(f"SAC {ENV_ID}, {args.steps:,} env steps", [
+        ("env steps/s", med("steps_per_s", "{:.1f}")), ("env steps per CPU s", med("steps_per_cpu_s", "{:.1f}")),
+        ("greedy return (median)", med("return", "{:.1f}")),
+        (f"seeds >= {THRESHOLD:.0f}", lambda rows: f"{sum(r['return'] >= THRESHOLD for r in rows)}/{len(rows)}")],
+        results, cases, "steps_per_s",
+        f"medians over seeds {args.seeds}; rlf/peer = env steps/s (wall) over SB3's; {machine_line()}")
     if len(cases) == 2:
         for key, label in (("steps_per_s", "steps/s"), ("steps_per_cpu_s", "steps per CPU s")):
             ratio = statistics.median(r[key] for r in results["rlf"]) / statistics.median(
                 r[key] for r in results["sb3"])
             print(f"rlf/sb3 {label} ratio: {ratio:.2f}")
-
 
 if __name__ == "__main__":
     main_guard(main)

@@ -22,6 +22,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 RESULT_PREFIX = "RESULT "
+RECORD_ENV = "RLF_BENCH_RECORD"
+"""Where ``record`` appends each printed table as JSON (benchmarks/report.py sets it; unset: nothing is kept)."""
+STARTED = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 class UsageError(Exception):
@@ -101,15 +104,33 @@ def print_table(title: str, columns: Sequence[tuple[str, Callable[[list[dict]], 
     peer = next((c for c in cases if c.peer), None)
     peer_value = median([r[ratio_key] for r in results[peer.name]]) if peer else None
     print(f"\n{title}\n{header}")
-    names = [name for name, _ in columns]
-    print("| case | torch threads | rounds | load (median) | " + " | ".join(names) + " | rlf/peer |")
-    print("|---" * (len(names) + 5) + "|")
+    names = ["case", "torch threads", "rounds", "load (median)", *(name for name, _ in columns), "rlf/peer"]
+    print("| " + " | ".join(names) + " |")
+    print("|---" * len(names) + "|")
+    table = []
     for case in cases:
         rows = results[case.name]
         load = median([r.get("load") for r in rows])
-        cells = [str(case.threads), str(len(rows)), f"{load:.1f}", *(render(rows) for _, render in columns)]
         ratio = "" if case.peer or not peer_value else f"{median([r[ratio_key] for r in rows]) / peer_value:.2f}x"
-        print(f"| {case.name} | " + " | ".join(cells) + f" | {ratio} |")
+        cells = [case.name, str(case.threads), str(len(rows)), f"{load:.1f}", *(render(rows) for _, render in columns),
+                 ratio]
+        table.append(cells)
+        print("| " + " | ".join(cells) + " |")
+    record(title, header, names, table)
+
+
+def record(title: str, header: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Keep a printed table for docs/BENCHMARKS.md's current table: with the command that made it, when it
+    started, and the machine's load, so that no figure is read without them (see benchmarks/report.py)."""
+    path = os.environ.get(RECORD_ENV)
+    if not path:
+        return
+    entry = {"title": title, "header": header, "columns": list(columns), "rows": [list(row) for row in rows],
+             "command": "python " + " ".join([os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]]),
+             "started": STARTED, "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "machine": f"{os.cpu_count()} CPU cores", "load_at_end": round(os.getloadavg()[0], 1)}
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry) + "\n")
 
 
 def thread_mismatch(cases: Sequence[Case]) -> str | None:

@@ -4,6 +4,8 @@ with exit code 2, before anything slow starts (the comparisons themselves are ru
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import subprocess
 import sys
 import types
@@ -165,6 +167,62 @@ def test_every_table_row_shows_threads_rounds_and_load(tmp_path, capsys):
     rows = [line.split(" | ") for line in lines[5:]]
     assert [row[1:3] for row in rows] == [["2", "3"], ["2", "3"]]
     assert all(float(row[3]) >= 0 for row in rows) and [row[4] for row in rows] == ["3.0", "3.0"]
+
+    # the same table, kept for docs/BENCHMARKS.md when benchmarks/report.py asks (RLF_BENCH_RECORD)
+    kept = tmp_path / "kept.jsonl"
+    os.environ[_common.RECORD_ENV] = str(kept)
+    try:
+        _common.print_table("t", [("value", lambda rows: "3.0")], results, cases, "value", "header")
+    finally:
+        del os.environ[_common.RECORD_ENV]
+    entry = json.loads(kept.read_text())
+    assert entry["columns"][:4] == ["case", "torch threads", "rounds", "load (median)"]
+    assert [row[:3] for row in entry["rows"]] == [["peer side", "2", "3"], ["rlf side", "2", "3"]]
+    assert entry["rows"][1][-1] == "1.00x" and entry["command"].startswith("python ")
+    assert entry["started"].endswith("UTC") and isinstance(entry["load_at_end"], float)
+
+
+def _report(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "benchmarks" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    monkeypatch.setattr(report, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(report, "DOC", tmp_path / "BENCHMARKS.md")
+    return report
+
+
+def test_the_current_table_is_rebuilt_from_the_records_alone(monkeypatch, tmp_path):
+    report = _report(monkeypatch, tmp_path)
+    report.DOC.write_text(f"# B\nintro\n{report.BEGIN}\nan old figure: 9.99x\n{report.END}\n## History\nold\n")
+    (tmp_path / "results").mkdir()
+    entry = {"title": "PPO Mario", "header": "medians of 3", "columns": ["case", "rlf/peer"],
+             "rows": [["sb3", ""], ["rlf", "1.31x"]], "command": "python benchmarks/peers/ppo_mario.py --rounds 3",
+             "started": "2026-12-03 13:00 UTC", "finished": "2026-12-03 13:10 UTC", "machine": "2 CPU cores",
+             "load_at_end": 0.4}
+    report.record_path("ppo-mario").write_text(json.dumps(entry) + "\n")
+    report.write_doc()
+    text = report.DOC.read_text()
+    assert "9.99x" not in text and text.startswith("# B\nintro\n") and text.endswith("## History\nold\n")
+    assert "| rlf | 1.31x |" in text and "`python benchmarks/peers/ppo_mario.py --rounds 3`, 2026-12-03 13:00 UTC" in text
+    assert "Not measured yet: `python benchmarks/peers/dqn_cartpole.py" in text  # no record: no figure
+
+
+def test_report_refuses_a_doc_without_its_markers_and_a_bad_record(monkeypatch, tmp_path):
+    report = _report(monkeypatch, tmp_path)
+    report.DOC.write_text("# B\nno markers\n")
+    with pytest.raises(report.UsageError, match="current-table:begin"):
+        report.write_doc()
+    assert report.DOC.read_text() == "# B\nno markers\n"
+    (tmp_path / "results").mkdir()
+    report.record_path("sac-pendulum").write_text("{not json\n")
+    with pytest.raises(report.UsageError, match="sac-pendulum.jsonl:1 is not a JSON record"):
+        report.read_records("sac-pendulum")
+
+
+def test_report_with_an_unknown_benchmark_is_one_line():
+    done = run(str(REPO / "benchmarks" / "report.py"), "--only", "ppo-mario,nope")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "unknown benchmark(s) ['nope']" in done.stderr
 
 
 @pytest.mark.parametrize(("script", "settings"),
