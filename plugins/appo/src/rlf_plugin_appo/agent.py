@@ -5,10 +5,10 @@ own sampling stream."""
 from __future__ import annotations
 
 import numpy as np
+from rlf_plugin_ppo.model import PPOAgent, snapshot
 
 from rlf import Acting, AgentArrays, StateTree
 from rlf.nn.torch_utils import to_torch_tree
-from rlf_plugin_ppo.model import PPOAgent, snapshot
 
 VERSION_KEY = "policy_version"
 """``Acting.extras`` key: the learner update count of the weights that chose the action."""

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from rlf_plugin_ppo.model import snapshot
 from torch import nn
 
 from rlf import BuildContext, Learner, StateTree
 from rlf.nn.torch_utils import load_optimizer_state, set_torch_rng_state, torch_rng_state
-from rlf_plugin_ppo.model import snapshot
 
 from .agent import APPOAgent
 from .config import APPOConfig

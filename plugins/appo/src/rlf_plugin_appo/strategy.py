@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+
 import numpy as np
 
 import rlf
