@@ -24,16 +24,17 @@ def appo(tmp_path, *settings, config_file=PRESET):
 
 
 class KillActor(rlf.Callback):
-    """SIGKILLs one actor process once the run passes ``at`` env steps (as the OOM killer would)."""
+    """Sends one actor process ``signum`` once the run passes ``at`` env steps (SIGKILL: as the OOM
+    killer would; SIGSTOP: a hang)."""
 
-    def __init__(self, at: int, index: int = 0):
-        self.at, self.index = at, index
+    def __init__(self, at: int, index: int = 0, signum: int = signal.SIGKILL):
+        self.at, self.index, self.signum = at, index, signum
         self.killed: list[int] = []
 
     def on_step(self, trainer, result):
         if not self.killed and trainer.counters["env_steps"] >= self.at:
             pid = trainer.strategy.pool.pids()[self.index]
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, self.signum)
             self.killed.append(pid)
 
 
@@ -78,6 +79,26 @@ def test_a_killed_actor_is_replaced_and_the_run_goes_on(tmp_path):
     assert float(last["actors_alive"]) == 2
     # the loss is counted from the row after it, not before
     assert float(rows[0]["actors_lost"]) == 0
+    no_actor_left_behind(killer.killed)
+
+
+class StopActorAndWait(KillActor):
+    """SIGSTOPs an actor, then slows the learner down until the pool noticed: the other actor alone
+    could otherwise finish the budget before ``env_timeout`` passes."""
+
+    def on_step(self, trainer, result):
+        super().on_step(trainer, result)
+        if self.killed and trainer.strategy.pool.lost == 0:
+            time.sleep(0.25)
+
+
+def test_a_hung_actor_is_killed_after_env_timeout_and_replaced(tmp_path, capsys):
+    killer = StopActorAndWait(at=1024, signum=signal.SIGSTOP)
+    algo = appo(tmp_path, "steps=4096", "algo.actors=2", "algo.actor_restarts=1", "env_timeout=2")
+    algo.train(callbacks=[killer])
+    last = read_rows(tmp_path / "metrics.csv")[-1]
+    assert float(last["actors_lost"]) == 1 and float(last["actors_joined"]) == 1
+    assert "made no progress for 2 s" in capsys.readouterr().err
     no_actor_left_behind(killer.killed)
 
 

@@ -207,7 +207,9 @@ def _answers(inbox, running, beats, index: int, outstanding: int) -> tuple[Any, 
     while True:
         try:
             if outstanding - count >= IN_FLIGHT:
-                beats[index] = math.inf  # waiting for the learner is no hang
+                # waiting for the learner is no hang, but a process stopped here must still be seen
+                # as one: stamped on every poll
+                beats[index] = time.monotonic()
                 latest = inbox.get(timeout=POLL_S)
             else:
                 latest = inbox.get_nowait()
@@ -240,8 +242,11 @@ def _actor_main(job: ActorJob, worker_init, index: int, seed: int, writer, inbox
                     worker.load(weights)
                 beats[index] = time.monotonic()
                 chunk = worker.chunk()
-                beats[index] = math.inf  # waiting for the learner to read is no hang
+                # waiting for the learner to read is no hang (a chunk larger than the pipe's buffer
+                # waits for the learner's recv)
+                beats[index] = math.inf
                 writer.send(("chunk", chunk))
+                beats[index] = time.monotonic()
                 outstanding += 1
         finally:
             worker.close()
