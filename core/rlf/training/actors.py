@@ -46,6 +46,9 @@ class ActorJob:
     """The learner's weights at the start: every actor loads them before its first chunk."""
     lockstep: bool = False
     """``collect`` takes actors in turn and an actor starts a chunk only when the previous was taken."""
+    chunk_steps: int | None = None
+    """Vector steps per chunk; None: enough for ``CHUNK_ENV_STEPS`` env steps. A strategy that learns
+    from whole trajectories of a fixed length (V-trace) sets its own."""
 
     @property
     def count(self) -> int:
@@ -85,7 +88,7 @@ class ActorWorker:
             self.agent = job.algorithm.build_agent(context)
             spec = self.envs.spec
             self.tracker = EpisodeTracker(spec.agent_ids, self.envs.num_envs, spec.multi_agent)
-            self.chunk_steps = max(1, -(-CHUNK_ENV_STEPS // self.envs.num_envs))
+            self.chunk_steps = job.chunk_steps or max(1, -(-CHUNK_ENV_STEPS // self.envs.num_envs))
             self.obs = self.envs.reset(seed=seed)
         except BaseException:
             self.envs.close()
@@ -96,18 +99,25 @@ class ActorWorker:
 
     def chunk(self) -> dict[str, Any]:
         """``chunk_steps`` steps of every env: per-step arrays stacked (steps, n, ...) per field and
-        agent, episode ends, and the episodes that ended as ``(step, row)``."""
+        agent, what ``act`` returned in ``Acting.extras`` stacked the same way (``extras[agent][key]``:
+        an off-policy correction needs the behaviour policy's log-probabilities), episode ends, and
+        the episodes that ended as ``(step, row)``."""
         envs, agent, tracker = self.envs, self.agent, self.tracker
         agent_ids, n = envs.spec.agent_ids, envs.num_envs
         columns: dict[str, dict[str, list[np.ndarray]]] = {
             name: {a: [] for a in agent_ids}
             for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "alive")}
+        extras: dict[str, dict[str, list[np.ndarray]]] = {a: {} for a in agent_ids}
         ended_steps: list[np.ndarray] = []
         episodes: list[tuple[int, dict[str, float]]] = []
         obs = self.obs
         for t in range(self.chunk_steps):
             acting = agent.act(obs, explore=True)
             batch = envs.step(acting.actions)
+            for a, values in acting.extras.items():
+                if a in extras:
+                    for key, value in values.items():
+                        extras[a].setdefault(key, []).append(np.asarray(value))
             for name, source in (("obs", obs), ("actions", acting.actions), ("rewards", batch.rewards),
                                  ("next_obs", batch.next_obs), ("terminated", batch.terminated),
                                  ("truncated", batch.truncated), ("alive", batch.alive)):
@@ -125,7 +135,9 @@ class ActorWorker:
         self.obs = obs
         return {"steps": self.chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
                 "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}
-                           for name, per_agent in columns.items()}}
+                           for name, per_agent in columns.items()},
+                "extras": {a: {key: np.stack(values) for key, values in per_agent.items()}
+                           for a, per_agent in extras.items()}}
 
     def close(self) -> None:
         self.envs.close()

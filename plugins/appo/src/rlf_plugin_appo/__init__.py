@@ -1,0 +1,1 @@
+"""rlf-plugin-appo: asynchronous PPO (APPO) on the ``actor-learner`` strategy family."""
