@@ -3,14 +3,14 @@ same 8 envs, same torch threads.
 
     python benchmarks/appo_mario.py [--steps 8192] [--rounds 3] [--torch-threads 1]
 
-PPO runs plugins/ppo/examples/mario.toml (8 subprocess envs; the envs wait while it updates), APPO
-plugins/appo/examples/mario.toml (8 envs in 4 actor processes; the learner updates while they collect).
+PPO runs plugins/ppo/src/rlf_plugin_ppo/presets/mario.toml (8 subprocess envs; the envs wait while it updates), APPO
+plugins/appo/src/rlf_plugin_appo/presets/mario.toml (8 envs in 4 actor processes; the learner updates while they collect).
 Each side is a `rlf train` process of its own, so its whole process tree (env workers, actors) is
 measured: CPU seconds are the user + system time of every process in its tree, start-up included,
 read from /proc every 0.2 s (getrusage of reaped children would miss env workers that a fork server,
 not the run, reaps). Env steps/s come from the run's metrics.csv windows after the first (start-up
 excluded).
-The rounds alternate (PPO, APPO, PPO, ...), so drifting load on a shared machine hits both alike; the
+The rounds alternate (PPO then APPO, then APPO then PPO, ...), so drifting load on a shared machine hits both alike; the
 summary is the median of the rounds.
 """
 
@@ -28,8 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESETS = {"ppo": ROOT / "plugins" / "ppo" / "examples" / "mario.toml",
-           "appo": ROOT / "plugins" / "appo" / "examples" / "mario.toml"}
+sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+from _common import record  # noqa: E402
+PRESETS = {"ppo": ROOT / "plugins" / "ppo" / "src" / "rlf_plugin_ppo" / "presets" / "mario.toml",
+           "appo": ROOT / "plugins" / "appo" / "src" / "rlf_plugin_appo" / "presets" / "mario.toml"}
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -109,7 +111,8 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f} at start", flush=True)
     results: dict[str, list[dict[str, float]]] = {"ppo": [], "appo": []}
     for number in range(1, args.rounds + 1):
-        for algorithm in ("ppo", "appo"):
+        # the order flips each round, so load drifting during the run hits both sides alike
+        for algorithm in ("ppo", "appo") if number % 2 else ("appo", "ppo"):
             results[algorithm].append(run(algorithm, args.steps, args.torch_threads, args.log_interval, extra))
         ppo, appo = results["ppo"][-1], results["appo"][-1]
         print(f"round {number}: PPO {ppo['steps_per_second']:6.1f} env steps/s, {1000 * ppo['cpu_per_step']:.2f} CPU ms/"
@@ -123,6 +126,13 @@ def main() -> None:
           f"env steps/s ({1000 * median['appo']['cpu_per_step']:.2f} CPU ms/step): APPO/PPO = "
           f"{median['appo']['steps_per_second'] / median['ppo']['steps_per_second']:.2f}")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    ratio = median["appo"]["steps_per_second"] / median["ppo"]["steps_per_second"]
+    record(f"APPO vs sync PPO on Mario, 8 envs, {args.steps:,} env steps per run",
+           f"medians of {args.rounds} rounds, alternating; torch threads {args.torch_threads} on both",
+           ["case", "torch threads", "rounds", "env steps/s", "CPU ms per env step (whole process tree)", "APPO/PPO"],
+           [[name.upper(), str(args.torch_threads), str(args.rounds), f"{median[name]['steps_per_second']:.1f}",
+             f"{1000 * median[name]['cpu_per_step']:.2f}", "" if name == "ppo" else f"{ratio:.2f}x"]
+            for name in ("ppo", "appo")])
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
                      ["benchmarks/sac_pendulum.py", "--impl", "both"]),
     "tabular-chase": ("Tabular IQL on the predator-prey chase vs PPAGE",
                       ["benchmarks/peers/tabular_chase.py", "--rounds", "3"]),
+    "appo-mario": ("APPO (asynchronous actor-learner) vs synchronous PPO on Mario, 8 envs on the same cores "
+                   "(issue 25: APPO faster)", ["benchmarks/appo_mario.py", "--rounds", "3"]),
     "mario-startup": ("Start-up of `rlf train ppo --env mario` to the first env step and the first update",
                       ["benchmarks/mario_startup.py", "--rounds", "3"]),
 }

@@ -6,7 +6,6 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,11 +14,10 @@ from appo_helpers import read_rows, returns
 import rlf
 from rlf.errors import RlfError
 
-PRESET = Path(__file__).resolve().parents[1] / "examples" / "cartpole.toml"
 
-
-def appo(tmp_path, *settings, config_file=PRESET):
-    return rlf.make("appo", config_file=config_file, overrides=[
+def appo(tmp_path, *settings):
+    """APPO on CartPole at the preset the plugin installs (what `rlf train appo` runs)."""
+    return rlf.make("appo", "gym:CartPole-v1", preset=True, overrides=[
         "progress=false", f"run_dir='{tmp_path}'", "checkpoint_interval=0", "log_interval=512", *settings])
 
 

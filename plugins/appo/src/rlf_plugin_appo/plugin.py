@@ -24,4 +24,6 @@ def rlf_register_algorithms(register: RegisterAlgorithm):
              default_env="gym:CartPole-v1", action_spaces=("discrete",),
              observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
              multi_agent=False,  # one policy learns from one agent's chunks
-             run_defaults={"num_envs": 8})
+             run_defaults={"num_envs": 8},
+             presets={"gym:CartPole-v1": "rlf_plugin_appo:presets/cartpole.toml",
+                      "mario": "rlf_plugin_appo:presets/mario.toml"})
