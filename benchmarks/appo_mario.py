@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
 from _common import record  # noqa: E402
+
 PRESETS = {"ppo": ROOT / "plugins" / "ppo" / "src" / "rlf_plugin_ppo" / "presets" / "mario.toml",
            "appo": ROOT / "plugins" / "appo" / "src" / "rlf_plugin_appo" / "presets" / "mario.toml"}
 
