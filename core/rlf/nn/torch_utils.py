@@ -71,12 +71,23 @@ def optimizer_state(optimizer) -> Any:
     return to_numpy_tree(optimizer.state_dict())
 
 
-def load_optimizer_state(optimizer, state: Any) -> None:
-    """Optimizer step counters must stay on the CPU; torch.optim moves the moments itself."""
+def load_optimizer_state(optimizer, state: Any, group_settings: dict[str, Any] | None = None) -> None:
+    """Optimizer step counters must stay on the CPU; torch.optim moves the moments itself.
+
+    ``group_settings`` override the saved param groups' (e.g. ``{"fused": ...}``: checkpoints from before
+    fused Adam say ``fused=None``, and loading lets the saved groups win, so the setting is put back
+    first; torch then also places the step counters where fused Adam wants them)."""
     import numpy as np
     import torch
 
+    if group_settings:
+        state = {**state, "param_groups": [{**group, **group_settings} for group in state["param_groups"]]}
     optimizer.load_state_dict(map_arrays(state, lambda a: torch.as_tensor(np.array(a))))
+    for param_state in optimizer.state.values():
+        # checkpoints may hand 0-d arrays back as shape (1,); Adam's step counter must stay a scalar
+        step = param_state.get("step")
+        if isinstance(step, torch.Tensor) and step.dim():
+            param_state["step"] = step.reshape(())
 
 
 def torch_rng_state() -> Any:

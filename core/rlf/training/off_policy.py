@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from rlf.envs.base import describe_env
 from rlf.envs.workers import exit_description
 from rlf.errors import EnvWorkerError
 from rlf.interfaces import StateTree, Transitions
@@ -27,7 +26,6 @@ from rlf.training.actors import (
     _drain,
     _run_actor,
 )
-from rlf.training.episodes import EpisodeTracker
 from rlf.training.startup import plugin_call
 from rlf.training.strategy import BaseStrategy, StepResult
 
@@ -97,18 +95,8 @@ class OffPolicyStrategy(BaseStrategy):
     # -- overlapped actors -------------------------------------------------------------------------
     def _setup_actors(self, count: int) -> None:
         run = self.context.run
-        probe = self.env_factory()
-        try:
-            spec = describe_env(self.env_name, probe, run.num_envs * count)
-        finally:
-            probe.close()
-        self.context.env_spec = spec
-        self.agent = plugin_call(self.algorithm, "build_agent", self.algorithm.build_agent, self.context)
-        self.learner = plugin_call(self.algorithm, "build_learner", self.algorithm.build_learner, self.context,
-                                   self.agent)
-        self.tracker = EpisodeTracker(spec.agent_ids, spec.num_envs, spec.multi_agent)
+        self.build_on_probe(run.num_envs * count)
         if self._pending_state is not None:
-            self._restore(self._pending_state)
             self._pending_state = None
             self.start_fresh_episodes("off-policy actor processes step their own envs")
         self._steps_since_sync = 0

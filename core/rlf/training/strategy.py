@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rlf.envs.base import VectorEnv
+from rlf.envs.base import VectorEnv, describe_env
 from rlf.envs.collectors import SYNC, Collector
 from rlf.envs.state import StateUnavailable, restore_vector, vector_state
 from rlf.errors import guarded
@@ -142,6 +142,25 @@ class BaseStrategy(TrainStrategy):
         if not restarts:
             return {}
         return {"env_restarts": restarts, "episodes_dropped": int(self.tracker.dropped if self.tracker else 0)}
+
+    def build_on_probe(self, num_envs: int) -> EnvSpec:
+        """For a strategy whose envs step elsewhere (actor processes): the spec of ``num_envs`` envs read
+        from one env built here and closed, then the agent, learner and episode tracker built for it;
+        a resumed run's saved state is applied as ``setup`` would (``self._pending_state`` is kept for
+        the caller's own counters)."""
+        probe = self.env_factory()
+        try:
+            spec = describe_env(self.env_name, probe, num_envs)
+        finally:
+            probe.close()
+        self.context.env_spec = spec
+        self.agent = plugin_call(self.algorithm, "build_agent", self.algorithm.build_agent, self.context)
+        self.learner = plugin_call(self.algorithm, "build_learner", self.algorithm.build_learner, self.context,
+                                   self.agent)
+        self.tracker = EpisodeTracker(spec.agent_ids, spec.num_envs, spec.multi_agent)
+        if self._pending_state is not None:
+            self._restore(self._pending_state)
+        return spec
 
     def setup(self) -> None:
         run = self.context.run

@@ -163,13 +163,7 @@ class APPOLearner(Learner):
                 "env_steps": self.env_steps, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state()}
 
     def load_state_dict(self, state: StateTree) -> None:
-        saved = dict(state["optimizer"])
-        saved["param_groups"] = [{**group, "fused": self._fast_kernels or None} for group in saved["param_groups"]]
-        load_optimizer_state(self.optimizer, saved)
-        for param_state in self.optimizer.state.values():
-            step = param_state.get("step")
-            if isinstance(step, torch.Tensor) and step.dim():  # a 0-d counter may come back as (1,)
-                param_state["step"] = step.reshape(())
+        load_optimizer_state(self.optimizer, state["optimizer"], {"fused": self._fast_kernels or None})
         self.updates = int(state["updates"])
         self.env_steps = int(state["env_steps"])
         self.rng.bit_generator.state = state["rng"]

@@ -21,7 +21,6 @@ from dataclasses import replace
 import numpy as np
 
 import rlf
-from rlf.envs.base import describe_env
 from rlf.errors import ConfigError, EnvWorkerError, PluginRunError
 from rlf.interfaces import StateTree
 from rlf.training.actors import ACTOR_SEED_STRIDE, ActorJob
@@ -77,18 +76,8 @@ class ActorLearnerStrategy(rlf.BaseStrategy):
             raise ConfigError(f"run.num_envs={run.num_envs} does not split evenly among algo.actors={count}; "
                               f"use a multiple of {count} envs or another actor count")
         per_actor = run.num_envs // count
-        probe = self.env_factory()
-        try:
-            spec = describe_env(self.env_name, probe, run.num_envs)
-        finally:
-            probe.close()
-        self.context.env_spec = spec
-        self.agent = plugin_call(self.algorithm, "build_agent", self.algorithm.build_agent, self.context)
-        self.learner = plugin_call(self.algorithm, "build_learner", self.algorithm.build_learner, self.context,
-                                   self.agent)
-        self.tracker = rlf.EpisodeTracker(spec.agent_ids, spec.num_envs, spec.multi_agent)
+        self.build_on_probe(run.num_envs)
         if self._pending_state is not None:
-            self._restore(self._pending_state)
             self.dropped = int(self._pending_state.get("chunks_dropped", 0))
             self._pending_state = None
             self.start_fresh_episodes("actor-learner actors step their own envs")

@@ -281,16 +281,7 @@ class PPOLearner(Learner):
                 "extension": self.extension.state_dict() if self.extension is not None else {}}
 
     def load_state_dict(self, state: StateTree) -> None:
-        # Checkpoints from before fused Adam say fused=None; loading lets the saved groups win, so the
-        # setting is put back first (torch then also places the step counters where fused Adam wants them).
-        saved = dict(state["optimizer"])
-        saved["param_groups"] = [{**group, "fused": self._fast_kernels or None} for group in saved["param_groups"]]
-        load_optimizer_state(self.optimizer, saved)
-        for param_state in self.optimizer.state.values():
-            # Checkpoints may hand 0-d arrays back as shape (1,); Adam's step counter must stay a scalar.
-            step = param_state.get("step")
-            if isinstance(step, torch.Tensor) and step.dim():
-                param_state["step"] = step.reshape(())
+        load_optimizer_state(self.optimizer, state["optimizer"], {"fused": self._fast_kernels or None})
         self.env_steps = int(state["env_steps"])
         self.updates = int(state["updates"])
         for update in self.numpy_updates.values():
