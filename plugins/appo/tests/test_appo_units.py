@@ -135,7 +135,7 @@ def test_envs_that_do_not_split_among_actors_are_refused_in_one_line(tmp_path):
     result = subprocess.run([sys.executable, "-c", "import sys; from rlf.cli import main; sys.exit(main())", "train", "appo", "--env", "gym:CartPole-v1", "--steps", "256",
                              "--set", "num_envs=5", "--set", "algo.actors=2", "--set", f"run_dir={tmp_path / 'r'}",
                              "--set", "progress=false"], capture_output=True, text=True, timeout=120)
-    assert result.returncode != 0
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("training appo")]
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("rlf: error:")]
     assert len(lines) == 1 and "num_envs=5" in lines[0] and "algo.actors=2" in lines[0], result.stderr
     assert "Traceback" not in result.stderr
