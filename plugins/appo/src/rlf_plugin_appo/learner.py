@@ -12,6 +12,7 @@ from rlf_plugin_ppo.model import snapshot
 from torch import nn
 
 from rlf import BuildContext, Learner, StateTree
+from rlf.nn import set_threads
 from rlf.nn.torch_utils import load_optimizer_state, set_torch_rng_state, torch_rng_state
 
 from .agent import APPOAgent
@@ -58,7 +59,7 @@ class APPOLearner(Learner):
 
     def worker_init(self) -> None:
         # actors share the machine's cores with the learner and with each other
-        torch.set_num_threads(1)
+        set_threads(1)
 
     def push_state(self) -> StateTree:
         return self.agent.push_state(self.updates)
