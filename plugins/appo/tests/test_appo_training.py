@@ -1,6 +1,6 @@
 """APPO end to end on CartPole with real actor processes: it learns, an actor killed mid-run is dropped
 and replaced (or not, past the restart budget), losing every actor stops with one line and a
-checkpoint that resumes, a finished run resumes and evaluates, and Ray can host the actors."""
+checkpoint that resumes, a finished run resumes and evaluates (Ray hosting them: tests/integration/test_appo_ray.py)."""
 
 import multiprocessing as mp
 import os
@@ -144,24 +144,3 @@ def test_resume_continues_the_learner_and_the_run_evaluates(tmp_path):
     # rlf eval's path: the checkpoint's agent is PPO's, acting greedily
     evaluated = rlf.load(tmp_path).evaluate(episodes=3)
     assert evaluated["episodes"] == 3 and evaluated["return"] >= 8
-
-
-def test_ray_hosts_the_actors(tmp_path):
-    ray = pytest.importorskip("ray", reason="the ray collector plugin (rlf-plugin-ray) is not installed")
-    import logging
-
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(address="local", num_cpus=4, include_dashboard=False, object_store_memory=128 * 1024**2,
-             logging_level=logging.WARNING)
-    try:
-        algo = appo(tmp_path, "steps=2048", "algo.actors=2", "vector=ray")
-        algo.train()
-        assert mp.active_children() == []  # no local actor processes: the actors were Ray's
-        assert algo.strategy.learner.updates == 2048 // 128
-        rows = read_rows(tmp_path / "metrics.csv")
-        # Ray's pool queues two calls per actor, each carrying the weights pushed by then
-        assert all(0 <= float(row["staleness"]) <= 16 for row in rows)
-        assert len(returns(tmp_path)) > 10
-    finally:
-        ray.shutdown()
