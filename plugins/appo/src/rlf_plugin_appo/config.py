@@ -35,6 +35,8 @@ class APPOConfig(PPOConfig, ActorLearnerConfig):
     """Asynchronous PPO: PPO's clipped surrogate on the ratio to the behaviour policy, with V-trace
     targets and advantages (Espeholt et al. 2018) correcting for the actors' stale weights."""
 
+    # PPOConfig comes first in the MRO: restated so that the chunk length (not PPO's rollout) is what
+    # `rlf config appo` documents and defaults to
     rollout_steps: int = Field(
         32, ge=1, le=100_000,
         description="T: vector steps of each actor's envs per chunk (one chunk = T x its envs samples, one update).")
