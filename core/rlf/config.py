@@ -55,6 +55,12 @@ def _is_number(annotation: Any) -> bool:
 class AlgorithmConfig(StrictModel):
     """Base of every algorithm's config."""
 
+    def check_run(self, run: Any) -> str | None:
+        """Settings that only conflict with the run's (envs that do not split among actors, say): one line
+        saying what is wrong and how to fix it, or None. Called as the settings resolve, before any run
+        directory exists; a plugin's config overrides it (a field validator cannot see ``[run]``)."""
+        return None
+
 
 class EnvConfig(StrictModel):
     """Base of every environment's config."""

@@ -94,7 +94,11 @@ def resolve(algorithm: str, env: str | None = None, *, config_file: Path | None 
         run = validate(RunConfig, layered["run"], "run")
         collector = registry.collector(run.vector, environment)
         _check_collector_keys(collector, layered["collector"], registry)
-        return Resolved(run, validate(spec.config, layered["algo"], "algo"),
+        algo = validate(spec.config, layered["algo"], "algo")
+        conflict = guarded(spec.plugin, "config.check_run", lambda: algo.check_run(run))
+        if conflict:
+            raise ConfigError(str(conflict))
+        return Resolved(run, algo,
                         validate(environment.config, layered["env"], "env"), spec, environment,
                         validate(collector.config, layered["collector"], "collector"), collector, strategy,
                         _named_settings("logger", run.loggers, registry.logger, layered["logger"]),

@@ -114,3 +114,34 @@ def test_every_field_is_documented(registry):
     for model in (RunConfig, registry.algorithm("tabular-q").config, registry.environment("gym:").config):
         for path, _type, _default, doc in describe(model):
             assert doc, f"{model.__name__}.{path} has no description"
+
+
+def test_a_config_can_refuse_settings_that_conflict_with_the_run(tmp_path):
+    """``AlgorithmConfig.check_run``: a cross-section check, refused as the settings resolve (before any run
+    directory); one that raises is the plugin's one-line failure."""
+    from support import TabularQConfig, TestPlugin
+
+    from rlf.errors import PluginError
+    from rlf.plugins import load_registry
+
+    class EvenEnvs(TabularQConfig):
+        def check_run(self, run):
+            if self.fail_after == 99:
+                raise RuntimeError("boom")
+            return None if run.num_envs % 2 == 0 else f"run.num_envs={run.num_envs} must be even; use 2 or 4"
+
+    class Even:
+        RLF_API_VERSION = 1
+
+        @hookimpl
+        def rlf_register_algorithms(self, register):
+            register("even-q", build_agent="support:build_tabular_agent",
+                     build_learner="support:build_tabular_learner", family=StrategyFamily.OFF_POLICY, config=EvenEnvs)
+
+    registry = load_registry(extra_plugins=[("t", TestPlugin()), ("even", Even())])
+    assert resolve("even-q", "line", overrides=["num_envs=2"], registry=registry).run.num_envs == 2
+    with pytest.raises(ConfigError, match=r"^run.num_envs=3 must be even; use 2 or 4$"):
+        resolve("even-q", "line", overrides=["num_envs=3"], registry=registry)
+    with pytest.raises(PluginError, match="config.check_run") as failed:
+        resolve("even-q", "line", overrides=["num_envs=2", "algo.fail_after=99"], registry=registry)
+    assert "boom" in str(failed.value) and "\n" not in str(failed.value)

@@ -138,4 +138,5 @@ def test_envs_that_do_not_split_among_actors_are_refused_in_one_line(tmp_path):
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.startswith("rlf: error:")]
     assert len(lines) == 1 and "num_envs=5" in lines[0] and "algo.actors=2" in lines[0], result.stderr
+    assert not (tmp_path / "r").exists()  # refused as the settings resolve, before the run directory
     assert "Traceback" not in result.stderr

@@ -30,6 +30,12 @@ class ActorLearnerConfig(rlf.AlgorithmConfig):
         description="Lost actors replaced by new ones in the whole run, resumes included; past it the run "
                     "continues with the actors left, and stops (with a checkpoint) once none is left.")
 
+    def check_run(self, run) -> str | None:
+        if run.num_envs % self.actors:
+            return (f"run.num_envs={run.num_envs} does not split evenly among algo.actors={self.actors}; "
+                    f"use a multiple of {self.actors} envs or another actor count")
+        return None
+
 
 class APPOConfig(PPOConfig, ActorLearnerConfig):
     """Asynchronous PPO: PPO's clipped surrogate on the ratio to the behaviour policy, with V-trace
