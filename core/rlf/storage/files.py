@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 from rlf.errors import RunDirError
@@ -188,8 +189,11 @@ class TensorBoardFiles:
         _refuse_links_on_the_way(self.run_dir, TENSORBOARD_DIR)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._before = {entry.name for entry in _entries(self.directory)}
-        # a random part in the writer's file name: a link planted in advance cannot match it
-        self.suffix = f".{os.urandom(4).hex()}"
+        # a random part in the writer's file name: a link planted in advance cannot match it. Readers
+        # (TensorBoard) take a directory's event files in name order, and the name's own time is in whole
+        # seconds: the nanosecond clock first keeps a resume started within the same second after the
+        # run it continues, so its purge of the steps after the checkpoint applies to the right file
+        self.suffix = f".{time.time_ns():020d}{os.urandom(4).hex()}"
 
     def record(self) -> None:
         book = manifest(self.run_dir)
