@@ -98,13 +98,14 @@ def child(t0: float, num_envs: int) -> None:
     timed(rlf.training.startup._BackgroundBuild, "learner", "learner ready")
     import rlf_plugin_ppo.learner as ppo_learner
 
-    timed(ppo_learner.PPOLearner, "learn", "first update")
     learn = ppo_learner.PPOLearner.learn
 
     def first_learn(self, *args, **kwargs):
+        start = time.time()
         try:
             return learn(self, *args, **kwargs)
         finally:
+            mark("first update", start, time.time())  # the first call only: mark keeps the first span
             if "envs" in seen and not cpu_update:
                 cpu_update.update(cpu_to_now(seen["envs"]))
 

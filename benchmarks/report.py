@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+from _common import UsageError, main_guard  # noqa: E402  the benchmarks' one-line bad-input path
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 DOC = REPO / "docs" / "BENCHMARKS.md"
@@ -47,10 +50,6 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "mario-startup": ("Start-up of `rlf train ppo --env mario` to the first env step and the first update",
                       ["benchmarks/mario_startup.py", "--rounds", "3"]),
 }
-
-
-class UsageError(Exception):
-    pass
 
 
 def record_path(name: str) -> Path:
@@ -148,8 +147,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    main_guard(main)
