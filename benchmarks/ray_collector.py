@@ -22,12 +22,17 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ppo_cartpole import Timers, timed_registry  # noqa: E402
+from ppo_cartpole import Timers, timed_registry  # noqa: E402  (before peers/, which has its own ppo_cartpole)
 from rlf_plugin_ray.testing import FlakyEnvPlugin  # noqa: E402
+
+sys.path.append(str(Path(__file__).resolve().parent / "peers"))
+from _common import record  # noqa: E402
+from appo_mario import _stat  # noqa: E402
 
 import rlf  # noqa: E402
 from rlf.training.on_policy import OnPolicyStrategy  # noqa: E402
@@ -41,8 +46,48 @@ COST_MODES = {"sync": ["vector='sync'"], "async": ["vector='async'"], "ray": ["v
               "ray 2x4": ["vector='ray'", "collector.envs_per_actor=4"]}
 
 
+class TreeCPU:
+    """CPU seconds of this process and every descendant over a span (Ray's GCS, raylet and actor
+    workers, or the async collector's env workers), from /proc every 0.2 s in a thread: a process
+    alive at the start counts from its value then, one born during the span from zero (up to 0.2 s
+    of a short-lived one's time is missed)."""
+
+    def __init__(self, interval: float = 0.2):
+        self.interval = interval
+        self.baseline = self._tree()
+        self.seen = dict(self.baseline)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _tree() -> dict[str, float]:
+        stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _stat(pid)) is not None}
+        tree, grew = {str(os.getpid())}, True
+        while grew:
+            grew = False
+            for pid, (parent, _) in stats.items():
+                if pid not in tree and str(parent) in tree:
+                    tree.add(pid)
+                    grew = True
+        return {pid: stats[pid][1] for pid in tree if pid in stats}
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            for pid, cpu in self._tree().items():
+                self.seen[pid] = max(self.seen.get(pid, 0.0), cpu)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        for pid, cpu in self._tree().items():
+            self.seen[pid] = max(self.seen.get(pid, 0.0), cpu)
+        return sum(cpu - self.baseline.get(pid, 0.0) for pid, cpu in self.seen.items())
+
+
 def ppo(env: str, steps: int, overrides: list[str]) -> dict[str, float]:
-    """One PPO run; its wall time split into setup, learning and the collection that remains."""
+    """One PPO run; its wall time split into setup, learning and the collection that remains, and the CPU
+    of the whole process tree (trainer, env workers or Ray's processes) per env step."""
     timers = Timers()
     saved = [(OnPolicyStrategy, name, getattr(OnPolicyStrategy, name)) for name in ("setup", "teardown")]
     for cls, name, original in saved:
@@ -51,27 +96,31 @@ def ppo(env: str, steps: int, overrides: list[str]) -> dict[str, float]:
         with tempfile.TemporaryDirectory() as run_dir:
             algo = rlf.make("ppo", env, registry=timed_registry(timers, [("flaky", FlakyEnvPlugin())]), overrides=[
                 f"steps={steps}", "progress=false", "checkpoint_interval=0", f"run_dir='{run_dir}'", *overrides])
-            start = time.perf_counter()
+            start, meter = time.perf_counter(), TreeCPU()
             algo.train()
-            wall = time.perf_counter() - start
+            wall, cpu = time.perf_counter() - start, meter.stop()
     finally:
         for cls, name, original in saved:
             setattr(cls, name, original)
     collecting = wall - timers.seconds["setup"] - timers.seconds["learning"]
     return {"wall": wall, "collection": collecting, "steps_per_second": steps / collecting,
-            "setup": timers.seconds["setup"], "learning": timers.seconds["learning"]}
+            "setup": timers.seconds["setup"], "learning": timers.seconds["learning"],
+            "cpu_ms_per_step": 1000 * cpu / steps}
 
 
 def mario(rounds: int, steps: int) -> None:
     print(f"== Mario PPO, 8 envs, {steps} env steps per run (rollout 64), collection env steps/s", flush=True)
     rates: dict[str, list[float]] = {mode: [] for mode in MARIO_MODES}
+    cpu: dict[str, list[float]] = {mode: [] for mode in MARIO_MODES}
     for number in range(1, rounds + 1):
         line = []
-        for mode, overrides in MARIO_MODES.items():
+        modes = list(MARIO_MODES.items())
+        for mode, overrides in (modes if number % 2 else modes[::-1]):
             result = ppo("mario", steps, ["num_envs=8", "algo.rollout_steps=64", *overrides])
             rates[mode].append(result["steps_per_second"])
+            cpu[mode].append(result["cpu_ms_per_step"])
             line.append(f"{mode} {result['steps_per_second']:6.1f} (setup {result['setup']:4.1f}s, "
-                        f"learning {result['learning']:4.1f}s)")
+                        f"learning {result['learning']:4.1f}s, {result['cpu_ms_per_step']:.1f} CPU ms/step)")
         ratio = rates["ray 8x1"][-1] / rates["async"][-1]
         print(f"round {number}: " + " | ".join(line) + f" | ray 8x1 / async {ratio:.2f}", flush=True)
     medians = {mode: statistics.median(values) for mode, values in rates.items()}
@@ -80,6 +129,21 @@ def mario(rounds: int, steps: int) -> None:
         ratios = [r / a for r, a in zip(rates[mode], rates["async"], strict=True)]
         print(f"{mode} / async: median {statistics.median(ratios):.2f} (rounds: "
               f"{', '.join(f'{r:.2f}' for r in ratios)}; target >= 0.9)")
+    rows = []
+    for mode in MARIO_MODES:
+        ratio = "" if mode == "async" else f"{statistics.median(cpu[mode]) / statistics.median(cpu['async']):.2f}x"
+        rows.append([mode, str(rounds), f"{statistics.median(rates[mode]):.1f}",
+                     f"{statistics.median(cpu[mode]):.2f}", ratio])
+    title = "Ray vs async collection on Mario (PPO, 8 envs): CPU per env step of the whole process tree"
+    header = (f"medians of {rounds} rounds, alternating, {steps} env steps per run (rollout 64); the ratio is Ray's "
+              "CPU per env step over async's (issue 25: <= 1.2x)")
+    print(f"\n{title}\n{header}")
+    names = ["mode", "rounds", "collection env steps/s", "CPU ms per env step (trainer + workers + Ray)",
+             "CPU / async's"]
+    print("| " + " | ".join(names) + " |\n" + "|---" * len(names) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    record(title, header, names, rows)
 
 
 def costs(rounds: int, step_costs: list[float]) -> None:

@@ -87,6 +87,14 @@ class OnPolicyConfig(AlgorithmConfig):
     rollout_steps: int = Field(128, ge=1, le=100_000, description="Env steps per env collected before each update.")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor of the extrinsic return.")
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (1 = Monte-Carlo, 0 = one-step TD).")
+    overlap_update: bool = Field(
+        False,
+        description="Learn from each rollout in a second thread while the envs collect the next one, acted by a "
+                    "copy of the agent that still has the weights from before that update (a policy lag of one "
+                    "update, which PPO's clipped ratio against the stored log-probabilities absorbs). Faster where "
+                    "the update leaves cores idle (1 torch thread, emulator envs); reproducible from the seed and "
+                    "across --resume, but not the same run as false. Needs a learner whose weights() leaves out "
+                    "the agent's sampling state (PPO's does).")
 
 
 class ExplorationConfig(StrictModel):

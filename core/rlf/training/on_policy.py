@@ -6,12 +6,15 @@ asynchronous workers (rlf-plugin-a3c's ``async-workers`` strategy) run it in eac
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from rlf.envs.base import StepBatch, VectorEnv
-from rlf.interfaces import Acting, Agent, AgentArrays, Rollout
+from rlf.errors import ConfigError
+from rlf.interfaces import Acting, Agent, AgentArrays, Learner, Rollout, StateTree
 from rlf.plugins.specs import StrategyFamily
 from rlf.training.episodes import EpisodeTracker
 from rlf.training.startup import plugin_call
@@ -133,13 +136,122 @@ def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: E
 
 
 class OnPolicyStrategy(BaseStrategy):
+    """Collect a rollout, learn from it, repeat; with ``algo.overlap_update`` the learning of one rollout
+    runs beside the collection of the next.
+
+    Overlap: the learner updates the agent's networks in place in a worker thread, so the envs are acted
+    on by a second agent built the same way (``behaviour``), which loads ``learner.weights()`` after each
+    update and otherwise keeps its own sampling stream. The rollout collected during an update waits for
+    the next ``step`` (``self._ahead``). A checkpoint never holds one: ``state_dict`` first learns from
+    it (and from an update still running), so a resumed run and the run that wrote the checkpoint go on
+    from the same state and stay identical; the schedule, not the machine's timing, decides every step.
+    """
+
     family = StrategyFamily.ON_POLICY
 
-    def step(self, limit: int) -> StepResult:
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.behaviour: Agent | None = None
+        self._ahead: Rollout | None = None
+        self._learning: Future | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._drained: dict[str, float] = {}
+
+    def _collect(self, agent: Agent, limit: int) -> tuple[Rollout, list[dict[str, float]]]:
         config = self.context.config
         steps = max(1, min(config.rollout_steps, -(-limit // self.envs.num_envs)))
-        rollout, self.obs, episodes = collect_rollout(self.envs, self.agent, self.obs, steps, self.tracker,
+        rollout, self.obs, episodes = collect_rollout(self.envs, agent, self.obs, steps, self.tracker,
                                                       config.gamma, config.gae_lambda)
-        metrics = plugin_call(self.algorithm, "learn()", self.learner.learn, rollout)
+        return rollout, episodes
+
+    def _learn(self, rollout: Rollout) -> dict[str, float]:
+        return plugin_call(self.algorithm, "learn()", self.learner.learn, rollout)
+
+    def step(self, limit: int) -> StepResult:
+        if getattr(self.context.config, "overlap_update", False):
+            return self._overlapped_step(limit)
+        rollout, episodes = self._collect(self.agent, limit)
+        metrics = self._learn(rollout)
         metrics.update(self.agent.metrics())
         return StepResult(rollout.num_steps, metrics, episodes)
+
+    # -- overlap_update ------------------------------------------------------------------------------
+    def _overlapped_step(self, limit: int) -> StepResult:
+        behaviour = self._behaviour()
+        episodes: list[dict[str, float]] = []
+        collected = 0
+        rollout, self._ahead = self._ahead, None
+        if rollout is None:  # the first step, or the first after a checkpoint: nothing to learn beside yet
+            rollout, episodes = self._collect(behaviour, limit)
+            collected = rollout.num_steps
+        if limit - collected <= 0:  # the budget ends with this rollout: nothing to collect beside its update
+            metrics = self._learn(rollout)
+            behaviour.load_state_dict(self.learner.weights())
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlf-learner")
+            self._learning = self._pool.submit(plugin_call, self.algorithm, "learn()", self.learner.learn, rollout)
+            try:
+                self._ahead, more = self._collect(behaviour, limit - collected)
+            finally:
+                metrics = self._join()  # also when collection failed: the update is never left running
+            collected += self._ahead.num_steps
+            episodes.extend(more)
+        metrics = {**self._drained, **metrics}
+        self._drained = {}
+        metrics.update(behaviour.metrics())
+        return StepResult(collected, metrics, episodes)
+
+    def _behaviour(self) -> Agent:
+        if self.behaviour is None:
+            if type(self.learner).weights is Learner.weights:
+                raise ConfigError(
+                    f"algo.overlap_update=true: algorithm {getattr(self.algorithm, 'name', '?')!r} has no "
+                    "Learner.weights() that leaves out the agent's sampling state, which the acting copy "
+                    "loads after every update; set algo.overlap_update=false")
+            agent = plugin_call(self.algorithm, "build_agent", self.algorithm.build_agent, self.context)
+            agent.load_state_dict(self.agent.state_dict())  # the same weights and sampling stream
+            self.behaviour = agent
+        return self.behaviour
+
+    def _join(self) -> dict[str, float]:
+        """The running update's metrics once it is done, the acting copy given its weights; {} if none ran."""
+        learning, self._learning = self._learning, None
+        if learning is None:
+            return {}
+        try:
+            metrics = learning.result()
+        except BaseException:
+            if not learning.done():  # interrupted while waiting: keep it, a checkpoint waits for it again
+                self._learning = learning
+            raise
+        self.behaviour.load_state_dict(self.learner.weights())
+        return metrics
+
+    def _settle(self) -> None:
+        """No update running and no rollout waiting: what a checkpoint must hold."""
+        self._drained.update(self._join())
+        if self._ahead is not None:
+            rollout, self._ahead = self._ahead, None
+            self._drained.update(self._learn(rollout))
+            self.behaviour.load_state_dict(self.learner.weights())
+
+    def state_dict(self) -> StateTree:
+        if self.behaviour is None:
+            return super().state_dict()
+        self._settle()
+        state = super().state_dict()
+        # the copy that acted holds the sampling stream; its weights are the learner's after _settle
+        state["agent"] = self.behaviour.state_dict()
+        return state
+
+    def teardown(self) -> None:
+        try:
+            if self._learning is not None:
+                concurrent.futures.wait([self._learning])
+                self._learning = None
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+        finally:
+            super().teardown()

@@ -140,3 +140,10 @@ def test_defaults_are_ppage_s():
 ])
 def test_bad_settings_are_one_line_errors(override, needle):
     check_one_line_config_error("a3c", override, needle)
+
+
+def test_overlap_update_is_refused_beside_async_workers(tmp_path):
+    with pytest.raises(rlf.ConfigError, match=r"algo: overlap_update=true applies to the synchronous strategy"):
+        rlf.make("a3c", "gym:CartPole-v1", overrides=["algo.overlap_update=true", "progress=false",
+                                                      f"run_dir='{tmp_path / 'run'}'"])
+    assert not (tmp_path / "run").exists()

@@ -33,9 +33,9 @@ REFUSED_BY_NUMPY = {"value_clip": 0.2}
 BASE = {"lr": 0.01}
 """Both sides of each comparison start from this: a step big enough that the policy ratio leaves the
 clip range, so the clip settings change the result."""
-# read before the update (the strategy's GAE, the network's shape, threads) or choosing the backend
+# read before the update (the strategy's GAE and overlap, the network's shape, threads) or choosing the backend
 NOT_THE_UPDATE = {"rollout_steps", "gamma", "gae_lambda", "network", "hidden_sizes", "activation", "cnn_features",
-                  "backend", "torch_threads"}
+                  "backend", "torch_threads", "overlap_update"}
 
 
 def test_every_config_field_is_classified():

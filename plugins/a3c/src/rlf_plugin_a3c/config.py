@@ -5,7 +5,7 @@ with them."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from rlf_plugin_actor_critic.config import ActorCriticFamilyConfig
 
 import rlf
@@ -18,6 +18,14 @@ class AsyncWorkersConfig(rlf.OnPolicyConfig):
         0, ge=0, le=64,
         description="Asynchronous worker processes that collect and learn on a shared model (0 = synchronous).",
     )
+
+    @model_validator(mode="after")
+    def _one_kind_of_overlap(self):
+        # the workers already learn while the others collect; overlap_update is the synchronous strategy's
+        if self.async_workers and self.overlap_update:
+            raise ValueError("overlap_update=true applies to the synchronous strategy (async_workers=0); the "
+                             "async workers already learn while others collect: set one of them")
+        return self
 
 
 class A3CConfig(ActorCriticFamilyConfig, AsyncWorkersConfig):

@@ -93,6 +93,12 @@ class PPOLearner(Learner):
             if agent_id in agent.numpy_acting:
                 agent.numpy_acting[agent_id].refresh()
 
+    def weights(self) -> StateTree:
+        """The networks without the sampling generator: what an acting copy loads after an update
+        (``algo.overlap_update``) while it keeps drawing from its own stream."""
+        return {"networks": {agent_id: snapshot(network.state_dict())
+                             for agent_id, network in self.agent.networks.items()}}
+
     # -- the update -----------------------------------------------------------------------------
     def learn(self, rollout: Rollout) -> dict[str, float]:
         self.agent.threads.for_learning()

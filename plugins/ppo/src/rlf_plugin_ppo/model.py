@@ -231,7 +231,9 @@ class PPOAgent(Agent):
             network.load_state_dict(to_torch_tree(state["networks"][agent_id], self.device))
             if agent_id in self.numpy_acting:
                 self.numpy_acting[agent_id].refresh()
-        generator = state["generator"]
+        generator = state.get("generator")
+        if generator is None:  # the learner's weights() (an acting copy's refresh): keep this agent's own stream
+            return
         # CPU and CUDA generators keep differently shaped states: a stream saved on one device type
         # cannot continue on another, so there the seeded stream is kept.
         if generator["device"] == self.device.type:
