@@ -47,6 +47,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
                       ["benchmarks/peers/tabular_chase.py", "--rounds", "3"]),
     "appo-mario": ("APPO (asynchronous actor-learner) vs synchronous PPO on Mario, 8 envs on the same cores "
                    "(issue 25: APPO faster)", ["benchmarks/appo_mario.py", "--rounds", "3"]),
+    "ray-mario": ("Ray vs async collection on Mario, CPU per env step of the whole process tree (issue 25: <= 1.2x)",
+                  ["benchmarks/ray_collector.py", "--rounds", "3", "--mario-steps", "2048", "--skip-cost"]),
     "mario-startup": ("Start-up of `rlf train ppo --env mario` to the first env step and the first update",
                       ["benchmarks/mario_startup.py", "--rounds", "3"]),
 }

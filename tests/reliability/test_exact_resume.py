@@ -61,6 +61,9 @@ COMMON = ["--steps", "640", "--seed", "5", "--no-progress", "--set", "vector=syn
 CASES = {
     "ppo": ["ppo", "--env", "gym:CartPole-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
             "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]"],
+    # the update beside the next rollout's collection: a checkpoint learns the waiting rollout first
+    "ppo-overlap": ["ppo", "--env", "gym:CartPole-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
+                    "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]", "--set", "algo.overlap_update=true"],
     "dqn": ["dqn", "--env", "gym:CartPole-v1", "--set", "algo.min_replay_size=64", "--set", "algo.batch_size=16",
             "--set", "algo.hidden_sizes=[16]", "--set", "algo.target_update_interval=100"],
     "iql": ["iql", "--env", "predator-prey"],
@@ -147,7 +150,9 @@ def test_killed_and_resumed_run_is_bit_identical(case, kill, reference, tmp_path
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     state = ckpt.load(run / "checkpoint.rlf")
     assert state["counters"]["env_steps"] == 192
-    if kill == "between-checkpoints":  # rows past the checkpoint were written, and are cut on resume
+    # rows past the checkpoint were written, and are cut on resume (with overlap_update the first step after a
+    # checkpoint collects two rollouts, 192 -> 320, and the kill at its on_step comes before that row)
+    if kill == "between-checkpoints" and case != "ppo-overlap":
         table = _table(run / "metrics.csv")
         steps = [int(row[table[0].index("env_step")]) for row in table[1:]]
         assert max(steps) > 192, steps

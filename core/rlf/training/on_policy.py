@@ -155,7 +155,6 @@ class OnPolicyStrategy(BaseStrategy):
         self._ahead: Rollout | None = None
         self._learning: Future | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._drained: dict[str, float] = {}
 
     def _collect(self, agent: Agent, limit: int) -> tuple[Rollout, list[dict[str, float]]]:
         config = self.context.config
@@ -197,8 +196,6 @@ class OnPolicyStrategy(BaseStrategy):
                 metrics = self._join()  # also when collection failed: the update is never left running
             collected += self._ahead.num_steps
             episodes.extend(more)
-        metrics = {**self._drained, **metrics}
-        self._drained = {}
         metrics.update(behaviour.metrics())
         return StepResult(collected, metrics, episodes)
 
@@ -229,11 +226,12 @@ class OnPolicyStrategy(BaseStrategy):
         return metrics
 
     def _settle(self) -> None:
-        """No update running and no rollout waiting: what a checkpoint must hold."""
-        self._drained.update(self._join())
+        """No update running and no rollout waiting: what a checkpoint must hold. The metrics of an update
+        made here are not logged: a resumed run could not log them, and its rows must equal the original's."""
+        self._join()
         if self._ahead is not None:
             rollout, self._ahead = self._ahead, None
-            self._drained.update(self._learn(rollout))
+            self._learn(rollout)
             self.behaviour.load_state_dict(self.learner.weights())
 
     def state_dict(self) -> StateTree:

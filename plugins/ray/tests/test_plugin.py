@@ -144,3 +144,37 @@ def test_settings_are_parsed_into_the_collector_model(tmp_path):
     settings = algo.resolved.collector
     assert settings.address == "ray://head:10001" and settings.envs_per_actor == 4
     assert settings.resources == {"env_node": 1.0} and settings.max_restarts == 3
+
+
+@pytest.mark.parametrize(("num_envs", "parts", "cpus", "actor_cpus", "expected"), [
+    (8, 2, 2, 1.0, 4),     # 2 cores: one actor per core, as vector=async's two groups
+    (8, 2, 8, 1.0, 1),     # a CPU for every env: each its own process
+    (8, 2, 64, 1.0, 1),    # more CPUs than envs
+    (8, 2, 3, 1.0, 3),     # 3 actors' worth: 3 envs each (parts then split 4 = 3 + 1)
+    (8, 2, 0, 1.0, 4),     # no free CPU now: one actor per part, placed when CPUs free up
+    (8, 2, 4, 2.0, 4),     # 2-CPU actors on 4 CPUs
+    (8, 2, 1, 0.0, 1),     # actors that reserve no CPU
+    (1, 1, 16, 1.0, 1),
+])
+def test_unset_envs_per_actor_uses_one_actor_per_free_cpu(num_envs, parts, cpus, actor_cpus, expected):
+    from rlf_plugin_ray.collector import auto_envs_per_actor
+
+    assert auto_envs_per_actor(num_envs, parts, cpus, actor_cpus) == expected
+
+
+def test_a_private_ray_on_two_cpus_runs_one_actor_per_cpu():
+    import ray
+    from rlf_plugin_ray import RayCollectorConfig, RayVector
+
+    from rlf.envs.gym import GymEnvConfig, make_gym_env
+
+    if ray.is_initialized():  # another module's instance: this test is about the run's own
+        ray.shutdown()
+    factory = rlf.EnvFactory(make_gym_env, GymEnvConfig(id="CartPole-v1"))
+    envs = RayVector("gym:CartPole-v1", factory, 8, RayCollectorConfig(address="local", local_cpus=2))
+    try:
+        assert envs.envs_per_actor == 4 and [actor.envs for actor in envs.actors] == [slice(0, 4), slice(4, 8)]
+        assert envs.reset(seed=0)["agent"].shape == (8, 4)
+    finally:
+        envs.close()
+    assert not ray.is_initialized()  # the run's private instance ends with it

@@ -100,6 +100,16 @@ def split(total: int, count: int) -> list[int]:
     return [total // count + (1 if i < total % count else 0) for i in range(count)]
 
 
+def auto_envs_per_actor(num_envs: int, parts: int, cpus: float, actor_cpus: float) -> int:
+    """``envs_per_actor`` when unset: one actor per CPU the actors can have (at least one per part), each
+    stepping its share of the envs. Every Ray call costs CPU on both sides (measured on Mario, 8 envs on 2
+    cores: 8 actors of 1 env used 1.22x the CPU per env step of vector=async, 2 actors of 4 1.07x), and an
+    actor beyond the free CPUs only waits for a core; with CPUs to spare every env keeps its own process."""
+    actors = num_envs if actor_cpus <= 0 else int(cpus // actor_cpus)
+    actors = max(parts, min(num_envs, actors))
+    return -(-num_envs // actors)
+
+
 def actor_options(config: RayCollectorConfig) -> dict[str, Any]:
     """Ray actor options from the ``[collector]`` settings: env actors and off-policy actors alike."""
     options: dict[str, Any] = {"num_cpus": config.actor_cpus, "max_restarts": config.max_restarts,
@@ -219,13 +229,26 @@ class RayVector(VectorEnv):
         sizes = split(num_envs, count)
         starts = np.cumsum([0, *sizes]).tolist()
         self._parts = [slice(a, b) for a, b in zip(starts, starts[1:], strict=False)]
+        per_actor = config.envs_per_actor
+        if per_actor is None:
+            if resolve_address(config) == "local" and not ray.is_initialized():
+                cpus = float(config.local_cpus or os.cpu_count() or 1)
+                self._owns_ray = None  # started below, sized for the layout
+            else:
+                self._owns_ray = connect(config, 0.0)
+                cpus = float(ray.available_resources().get("CPU", 0.0))
+            per_actor = auto_envs_per_actor(num_envs, len(self._parts), cpus, config.actor_cpus)
+        else:
+            self._owns_ray = None
+        self.envs_per_actor = per_actor
         layout: list[tuple[int, slice]] = []
         for index, part in enumerate(self._parts):
             size = part.stop - part.start
-            chunks = split(size, -(-size // config.envs_per_actor))
+            chunks = split(size, -(-size // per_actor))
             offsets = np.cumsum([part.start, *chunks]).tolist()
             layout.extend((index, slice(a, b)) for a, b in zip(offsets, offsets[1:], strict=False))
-        self._owns_ray = connect(config, config.actor_cpus * len(layout))
+        if self._owns_ray is None:
+            self._owns_ray = connect(config, config.actor_cpus * len(layout))
         self._address = resolve_address(config)
         remote = ray.remote(EnvHost).options(**actor_options(config))
         self.actors = [_Actor(i, part, envs, remote.remote(name, factory, envs.stop - envs.start, config.niceness))

@@ -24,10 +24,13 @@ class RayCollectorConfig(StrictModel):
         description="local: a private Ray instance for this run; auto: the running cluster this machine "
                     "belongs to; ray://HOST:10001: a remote cluster through Ray Client; HOST:PORT: a cluster's "
                     "GCS. Unset: $RAY_ADDRESS if set, else local.")
-    envs_per_actor: int = Field(
-        1, ge=1, le=1024,
-        description="Envs one actor steps, one after the other, per call: 1 gives each env its own process "
-                    "(and core), as vector=async does; more cost less Ray overhead per env step for cheap envs.")
+    envs_per_actor: int | None = Field(
+        None, ge=1, le=1024,
+        description="Envs one actor steps, one after the other, per call. Unset: as few per actor as the "
+                    "cluster's free CPUs allow (this machine's with address=local), so that no actor waits for a "
+                    "core: 8 envs on 2 cores are 2 actors of 4, on 8 free CPUs 8 actors of 1. Each call costs Ray "
+                    "CPU of its own, so more envs per actor cost less per env step; 1 gives every env its own "
+                    "process.")
     parts: int | None = Field(
         None, ge=1, le=1024,
         description="Groups of actors the on-policy strategy acts on in turn while the others step (unset: "
