@@ -49,6 +49,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
                    "(issue 25: APPO faster)", ["benchmarks/appo_mario.py", "--rounds", "3"]),
     "ray-mario": ("Ray vs async collection on Mario, CPU per env step of the whole process tree (issue 25: <= 1.2x)",
                   ["benchmarks/ray_collector.py", "--rounds", "3", "--mario-steps", "2048", "--skip-cost"]),
+    "worker-nice": ("collector.worker_nice on Mario: workers at niceness 0, 2 and 19, alone and beside busy programs "
+                    "(issue 27)", ["benchmarks/worker_nice.py", "--seconds", "45", "--rounds", "2"]),
     "mario-startup": ("Start-up of `rlf train ppo --env mario` to the first env step and the first update",
                       ["benchmarks/mario_startup.py", "--rounds", "3"]),
 }

@@ -243,3 +243,9 @@ def test_sac_comparison_without_sb3_is_one_line(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "does not exist" in lines[0] and "stable-baselines3" in lines[0], done.stderr
+
+
+def test_worker_nice_bad_duration_is_one_line():
+    done = run(str(REPO / "benchmarks" / "worker_nice.py"), "--seconds", "5")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: --seconds must be at least 20 (start-up and two metric rows), --rounds and --hogs at least 1"]
