@@ -4,9 +4,9 @@ niceness 0, 2 (the default) and 19 above the trainer, on a machine of its own an
     python benchmarks/worker_nice.py [--seconds 45] [--rounds 2] [--hogs 2]
 
 Each run is ``rlf train ppo --env mario`` (8 subprocess envs, ``vector=async``, 1 torch thread, PPO at
-SB3's Mario settings of benchmarks/peers/ppo_mario.py) in a fresh process, stopped with SIGINT after
-``--seconds``; its rate is the median ``steps_per_second`` of its metric rows after the first (start-up
-excluded), 0 when it wrote none. "shared" runs the same beside ``--hogs`` busy loops at niceness 0
+SB3's Mario settings of benchmarks/peers/ppo_mario.py) in a fresh process, stopped after ``--seconds``
+(SIGTERM: a shell's background jobs ignore SIGINT, and so would the run); its rate is the median
+``steps_per_second`` of its metric rows after the first (start-up excluded), 0 when it wrote none. "shared" runs the same beside ``--hogs`` busy loops at niceness 0
 (another user's jobs on the machine). Rounds alternate the order of the settings. Why a setting at all:
 workers at 19 lose the CPU to anything else that runs (the issue saw 0 CPU seconds in 4 minutes at load
 ~50), while a little lower priority than the trainer's lets the process that acts for all of them take
@@ -47,7 +47,7 @@ def run(worker_nice: int, seconds: float) -> float:
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         process = subprocess.Popen(command, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(seconds)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
         try:
             process.wait(timeout=120)
         except subprocess.TimeoutExpired:
