@@ -15,7 +15,7 @@ import time
 CASES = [
     # (name, algorithm, env, env steps, settings)
     ("PPO Mario, 16 envs", "ppo", "mario", 16 * 128 * 4, ["num_envs=16", "algo.rollout_steps=128"]),
-    ("DQN CartPole, examples/cartpole.toml", "dqn", "gym:CartPole-v1", 20_000, ["config:plugins/dqn/src/rlf_plugin_dqn/presets/cartpole.toml"]),
+    ("DQN CartPole, its CartPole preset", "dqn", "gym:CartPole-v1", 20_000, ["config:plugins/dqn/src/rlf_plugin_dqn/presets/cartpole.toml"]),
     ("DQN Mario, 1 env", "dqn", "mario", 3_000,
      ["algo.min_replay_size=500", "algo.train_frequency=4", "algo.batch_size=32", "algo.buffer_size=20000"]),
     ("ICM Mario, 8 envs", "icm", "mario", 8 * 128 * 4, ["num_envs=8", "algo.rollout_steps=128"]),

@@ -141,10 +141,18 @@ def thread_mismatch(cases: Sequence[Case]) -> str | None:
     return None
 
 
+_MACHINE_LINE: list[str] = []
+
+
 def machine_line() -> str:
-    load = os.getloadavg()
-    return (f"machine: {os.cpu_count()} CPU cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+    """The cores and the load when the script first asked (scripts ask at their start): every later call,
+    such as a table's header at the end, repeats that line, so "at start" stays true."""
+    if not _MACHINE_LINE:
+        load = os.getloadavg()
+        _MACHINE_LINE.append(
+            f"machine: {os.cpu_count()} CPU cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
             f"(1/5/15 min) at start, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    return _MACHINE_LINE[0]
 
 
 def worker_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace | None:

@@ -157,7 +157,7 @@ def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Ca
     sb3 = peer_python
     common = {"steps": args.steps, "eval_episodes": args.eval_episodes}
     cases = [Case("SB3 DQN, rl-zoo settings", sb3, "sb3", common, args.threads, peer=True),
-             Case("rlf DQN, examples/cartpole.toml", sys.executable, "rlf", {**common, "preset": str(PRESET)},
+             Case("rlf DQN, its CartPole preset", sys.executable, "rlf", {**common, "preset": str(PRESET)},
                   args.threads)]
     if args.with_defaults:
         cases.append(Case("rlf DQN, default settings", sys.executable, "rlf", common, args.threads))

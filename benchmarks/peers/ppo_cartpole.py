@@ -194,7 +194,7 @@ def comparisons(args: argparse.Namespace, peer_python: str) -> dict[str, list[Ca
                           {"preset": "sb3", "steps": args.defaults_steps}, args.threads)],
         "presets": [Case("SB3 PPO, rl-zoo preset", sb3, "sb3", {"preset": "zoo", "steps": args.zoo_steps},
                          args.threads, peer=True),
-                    Case("rlf PPO, examples/cartpole.toml", sys.executable, "rlf",
+                    Case("rlf PPO, its CartPole preset", sys.executable, "rlf",
                          {"preset": "rlf", "steps": args.preset_steps, "config": str(args.rlf_preset.resolve())},
                          args.threads)],
     }

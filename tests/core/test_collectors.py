@@ -167,7 +167,7 @@ def test_an_unquoted_toml_list_gets_the_quoted_spelling(reg):
     assert len(str(caught.value).splitlines()) == 1
 
 
-@pytest.mark.parametrize("setting, expected", [([], 2), (["collector.worker_nice=7"], 7), (["collector.worker_nice=0"], 0)])
+@pytest.mark.parametrize("setting, expected", [([], 0), (["collector.worker_nice=7"], 7), (["collector.worker_nice=2"], 2)])
 def test_async_workers_run_at_the_configured_niceness_above_the_trainer(reg, setting, expected):
     import os
 

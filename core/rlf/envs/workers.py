@@ -148,13 +148,13 @@ class _WorkerEnvFn:
         return self.factory()
 
 
-DEFAULT_WORKER_NICE = 2
-"""Env worker processes run a little below the training process (``collector.worker_nice``). When the
-cores are oversubscribed (8 Mario workers on 2 cores), the process that acts for them then gets a core
-as soon as it has work: every worker of a group waits on its actions, so its latency gates them all.
-The earlier default, 19, measured 0.85 -> 0.88 collection / random stepping on a machine of its own
-(benchmarks/ppo_mario.py), but on a shared machine (load ~50) its workers got no CPU for minutes:
-niceness 19 weighs 1.5 % of a nice-0 process in Linux's scheduler, niceness 2 about 64 %."""
+DEFAULT_WORKER_NICE = 0
+"""Env worker processes run at the training process's own priority by default (``collector.worker_nice``
+adds to it). Measured on Mario, 8 async workers on 2 cores (benchmarks/worker_nice.py, 2026-12-03): alone,
+0 gave 119.8 env steps/s, 2 gave 111.3 and 19 112.7; beside two busy programs 0 and 2 gave 83 and 19 gave
+0 (niceness 19 weighs 1.5 % of a nice-0 process in Linux's scheduler, so other programs starve it). A
+lower priority was meant to let the process that acts for the workers take a core at once; it bought
+nothing measurable."""
 
 
 def _deprioritize(pids: list[int], niceness: int = DEFAULT_WORKER_NICE) -> None:
