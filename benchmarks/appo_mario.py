@@ -48,23 +48,27 @@ def _stat(pid: str) -> tuple[int, float] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK
 
 
+def tree_now(root: str) -> dict[str, float]:
+    """Own CPU seconds of ``root`` and each live descendant, by pid, read from /proc now."""
+    stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _stat(pid)) is not None}
+    tree, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (parent, _) in stats.items():
+            if pid not in tree and str(parent) in tree:
+                tree.add(pid)
+                grew = True
+    return {pid: stats[pid][1] for pid in tree if pid in stats}
+
+
 def tree_cpu(process: subprocess.Popen, interval: float = 0.2) -> float:
     """CPU seconds of ``process`` and all its descendants until it exits (each process's last sample:
     up to ``interval`` of a short-lived one's time is missed)."""
     seen: dict[str, float] = {}
     root = str(process.pid)
     while True:
-        stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _stat(pid)) is not None}
-        tree, grew = {root}, True
-        while grew:
-            grew = False
-            for pid, (parent, _) in stats.items():
-                if pid not in tree and str(parent) in tree:
-                    tree.add(pid)
-                    grew = True
-        for pid in tree:
-            if pid in stats:
-                seen[pid] = max(seen.get(pid, 0.0), stats[pid][1])
+        for pid, cpu in tree_now(root).items():
+            seen[pid] = max(seen.get(pid, 0.0), cpu)
         if process.poll() is not None:
             return sum(seen.values())
         time.sleep(interval)

@@ -32,7 +32,7 @@ from rlf_plugin_ray.testing import FlakyEnvPlugin  # noqa: E402
 
 sys.path.append(str(Path(__file__).resolve().parent / "peers"))
 from _common import record  # noqa: E402
-from appo_mario import _stat  # noqa: E402
+from appo_mario import tree_now  # noqa: E402
 
 import rlf  # noqa: E402
 from rlf.training.on_policy import OnPolicyStrategy  # noqa: E402
@@ -63,15 +63,7 @@ class TreeCPU:
 
     @staticmethod
     def _tree() -> dict[str, float]:
-        stats = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _stat(pid)) is not None}
-        tree, grew = {str(os.getpid())}, True
-        while grew:
-            grew = False
-            for pid, (parent, _) in stats.items():
-                if pid not in tree and str(parent) in tree:
-                    tree.add(pid)
-                    grew = True
-        return {pid: stats[pid][1] for pid in tree if pid in stats}
+        return tree_now(str(os.getpid()))
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
