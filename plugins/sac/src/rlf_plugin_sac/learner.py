@@ -14,10 +14,8 @@ from rlf.nn import set_threads
 from rlf.nn.torch_utils import (
     load_optimizer_state,
     optimizer_state,
-    set_torch_rng_state,
     to_numpy_tree,
     to_torch_tree,
-    torch_rng_state,
 )
 
 from .config import SACConfig
@@ -33,6 +31,10 @@ class SACLearner(Learner):
         self.device = agent.device
         spec = agent.spec
         self.rng = np.random.default_rng(seed + 1)
+        # the reparameterised samples of the update draw from the learner's own stream: the process-wide
+        # torch RNG is shared with whatever else runs (and was, in a fixed-seed run, not the same twice)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed + 3)
         self.critics: dict[str, TwinQ] = {}
         self.targets: dict[str, TwinQ] = {}
         self.log_alphas: dict[str, torch.Tensor] = {}
@@ -105,7 +107,7 @@ class SACLearner(Learner):
         batch = self._batch(agent_id)
         alpha = self.log_alphas[agent_id].detach().exp()
         with torch.no_grad():
-            next_actions, next_log_prob = actor.sample(batch["next_obs"])
+            next_actions, next_log_prob = actor.sample(batch["next_obs"], self.generator)
             q1_next, q2_next = target(batch["next_obs"], next_actions)
             soft_value = torch.min(q1_next, q2_next) - alpha * next_log_prob
             y = batch["rewards"] + config.gamma * (1.0 - batch["terminated"]) * soft_value
@@ -119,7 +121,7 @@ class SACLearner(Learner):
         if self.gradient_steps_done % config.policy_frequency == 0:
             # the critic only scores the policy's actions here: its parameters get no gradient
             critic.requires_grad_(False)
-            actions, log_prob = actor.sample(batch["obs"])
+            actions, log_prob = actor.sample(batch["obs"], self.generator)
             q1_pi, q2_pi = critic(batch["obs"], actions)
             critic.requires_grad_(True)
             actor_loss = (alpha * log_prob - torch.min(q1_pi, q2_pi)).mean()
@@ -158,7 +160,8 @@ class SACLearner(Learner):
             "critic_optimizers": {a: optimizer_state(o) for a, o in self.critic_optimizers.items()},
             "alpha_optimizers": {a: optimizer_state(o) for a, o in self.alpha_optimizers.items()},
             "gradient_steps": self.gradient_steps_done, "steps_since_update": self.steps_since_update,
-            "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
+            "rng": self.rng.bit_generator.state,
+            "generator": {"device": self.device.type, "state": self.generator.get_state().numpy()},
         }
         if include_replay:
             state["replay"] = {a: b.state_dict() for a, b in self.buffers.items()}
@@ -179,4 +182,6 @@ class SACLearner(Learner):
         self.gradient_steps_done = int(state["gradient_steps"])
         self.steps_since_update = int(state["steps_since_update"])
         self.rng.bit_generator.state = state["rng"]
-        set_torch_rng_state(state["torch_rng"])
+        generator = state.get("generator")  # checkpoints from before it kept the global torch RNG instead
+        if generator is not None and generator["device"] == self.device.type:
+            self.generator.set_state(torch.as_tensor(np.asarray(generator["state"], dtype=np.uint8)))
