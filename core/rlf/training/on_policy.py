@@ -6,7 +6,6 @@ asynchronous workers (rlf-plugin-a3c's ``async-workers`` strategy) run it in eac
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -185,7 +184,7 @@ class OnPolicyStrategy(BaseStrategy):
             collected = rollout.num_steps
         if limit - collected <= 0:  # the budget ends with this rollout: nothing to collect beside its update
             metrics = self._learn(rollout)
-            behaviour.load_state_dict(self.learner.weights())
+            self._give_weights()
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlf-learner")
@@ -222,8 +221,11 @@ class OnPolicyStrategy(BaseStrategy):
             if not learning.done():  # interrupted while waiting: keep it, a checkpoint waits for it again
                 self._learning = learning
             raise
-        self.behaviour.load_state_dict(self.learner.weights())
+        self._give_weights()
         return metrics
+
+    def _give_weights(self) -> None:
+        self.behaviour.load_state_dict(self.learner.weights())
 
     def _settle(self) -> None:
         """No update running and no rollout waiting: what a checkpoint must hold. The metrics of an update
@@ -232,7 +234,7 @@ class OnPolicyStrategy(BaseStrategy):
         if self._ahead is not None:
             rollout, self._ahead = self._ahead, None
             self._learn(rollout)
-            self.behaviour.load_state_dict(self.learner.weights())
+            self._give_weights()
 
     def state_dict(self) -> StateTree:
         if self.behaviour is None:
@@ -245,11 +247,9 @@ class OnPolicyStrategy(BaseStrategy):
 
     def teardown(self) -> None:
         try:
-            if self._learning is not None:
-                concurrent.futures.wait([self._learning])
-                self._learning = None
+            self._learning = None
             if self._pool is not None:
-                self._pool.shutdown(wait=True)
+                self._pool.shutdown(wait=True)  # an update still running ends first
                 self._pool = None
         finally:
             super().teardown()

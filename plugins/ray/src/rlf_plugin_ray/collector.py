@@ -229,17 +229,14 @@ class RayVector(VectorEnv):
         sizes = split(num_envs, count)
         starts = np.cumsum([0, *sizes]).tolist()
         self._parts = [slice(a, b) for a, b in zip(starts, starts[1:], strict=False)]
-        per_actor = config.envs_per_actor
+        per_actor, owns = config.envs_per_actor, None
         if per_actor is None:
-            if resolve_address(config) == "local" and not ray.is_initialized():
+            if resolve_address(config) == "local" and not ray.is_initialized():  # started below, for the layout
                 cpus = float(config.local_cpus or os.cpu_count() or 1)
-                self._owns_ray = None  # started below, sized for the layout
             else:
-                self._owns_ray = connect(config, 0.0)
+                owns = connect(config, 0.0)
                 cpus = float(ray.available_resources().get("CPU", 0.0))
             per_actor = auto_envs_per_actor(num_envs, len(self._parts), cpus, config.actor_cpus)
-        else:
-            self._owns_ray = None
         self.envs_per_actor = per_actor
         layout: list[tuple[int, slice]] = []
         for index, part in enumerate(self._parts):
@@ -247,8 +244,7 @@ class RayVector(VectorEnv):
             chunks = split(size, -(-size // per_actor))
             offsets = np.cumsum([part.start, *chunks]).tolist()
             layout.extend((index, slice(a, b)) for a, b in zip(offsets, offsets[1:], strict=False))
-        if self._owns_ray is None:
-            self._owns_ray = connect(config, config.actor_cpus * len(layout))
+        self._owns_ray = connect(config, config.actor_cpus * len(layout)) if owns is None else owns
         self._address = resolve_address(config)
         remote = ray.remote(EnvHost).options(**actor_options(config))
         self.actors = [_Actor(i, part, envs, remote.remote(name, factory, envs.stop - envs.start, config.niceness))
