@@ -5,7 +5,8 @@
 Writes, between the page's ``<!-- series:begin -->`` and ``<!-- series:end -->`` markers: per setting the
 training table (last 100 episodes of each run, mean and IQM with 95 % bootstrap CIs, `rlf compare`'s
 numbers), the flags reached over all training episodes, the evaluation tables of the runs evaluated so
-far, and the 84-vs-42 input-size A/B over the env steps both arms have. Curves over env steps and
+far, the 84-vs-42 input-size A/B over the env steps both arms have, and APPO against PPO over the env
+steps all their seeds have (issue 25). Curves over env steps and
 over wall hours go to docs/results/mario-1-1-<setting>-{steps,wall}.png. Everything else on the page
 is prose and stays as written.
 """
@@ -17,7 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from rlf.experiments.results import compare, find_runs, format_table, read_rows
+import numpy as np
+
+from rlf.experiments.results import bootstrap_ci, compare, find_runs, format_table, read_rows
 from rlf.experiments.spec import FINAL_EVAL_FILES, FINAL_EVAL_SOURCES
 
 METRICS = ["x_pos_max", "flag"]
@@ -30,6 +33,52 @@ def flags(run_path: Path) -> tuple[int, int, int | None]:
     reached = [row for row in rows if row.get("flag", 0) >= 1]
     first = int(reached[0]["env_step"]) if reached and "env_step" in reached[0] else None
     return len(reached), len(rows), first
+
+
+def episodes_upto(run_path: Path, steps: int) -> list[dict[str, float]]:
+    """The run's training episodes that ended at or before env step ``steps``."""
+    return [r for r in read_rows(run_path / "episodes.csv") if int(r["env_step"]) <= steps]
+
+
+def common_steps(paths: list[Path]) -> int:
+    """The env steps every one of the runs has reached (the last episode's end of the shortest)."""
+    return min(max(int(r["env_step"]) for r in read_rows(p / "episodes.csv")) for p in paths)
+
+
+def per_step_comparison(setting_dir: Path, base: str, other: str, last: int = 100,
+                        milestones: int = 4) -> list[str]:
+    """Two algorithms' seeds over the same first env steps (issue 25: does APPO learn as PPO does per env
+    step?). Each row: the mean furthest x of the last ``last`` episodes before each milestone, pooled over
+    seeds with a bootstrap CI over seeds and episodes at the last one, and the flags reached in the window."""
+    paths = {name: [p for p in sorted(setting_dir.glob(f"{name}-seed*")) if (p / "episodes.csv").is_file()]
+             for name in (base, other)}
+    if not all(paths.values()):
+        return []
+    upto = common_steps(paths[base] + paths[other])
+    marks = [upto * (i + 1) // milestones for i in range(milestones)]
+    head = " | ".join(f"x at {m / 1e6:.2f}M" for m in marks[:-1])
+    lines = [f"### {other.upper()} against {base.upper()} per env step: the episodes of the first {upto:,} env "
+             "steps of each run", "",
+             f"Mean furthest x of the last {last} training episodes before each point (pooled over seeds; 95 % "
+             "bootstrap CI over seeds and episodes at the end of the window), and the flags reached in the window.",
+             "", f"| algorithm | seeds | {head} | x at {upto / 1e6:.2f}M [95% CI] | flags | first flag at |",
+             "|---|---|" + "---|" * (len(marks) - 1) + "---|---|---|"]
+    for name in (base, other):
+        cells = []
+        for mark in marks:
+            per_run = [np.asarray([r["x_pos_max"] for r in episodes_upto(p, mark)][-last:]) for p in paths[name]]
+            mean = float(np.concatenate(per_run).mean())
+            if mark == upto:
+                low, high = bootstrap_ci(per_run)["mean"]
+                cells.append(f"{mean:,.0f} [{low:,.0f}, {high:,.0f}]")
+            else:
+                cells.append(f"{mean:,.0f}")
+        window = [episodes_upto(p, upto) for p in paths[name]]
+        reached = [[int(r["env_step"]) for r in rows if r.get("flag", 0) >= 1] for rows in window]
+        firsts = ", ".join(f"{hits[0]:,}" if hits else "none" for hits in reached)
+        lines.append(f"| {name} | {len(paths[name])} | {' | '.join(cells)} | "
+                     f"{sum(len(h) for h in reached)} of {sum(len(rows) for rows in window)} | {firsts} |")
+    return lines + [""]
 
 
 def section(runs_dir: Path, ab_dir: Path | None, out_dir: Path) -> str:
@@ -65,16 +114,17 @@ def section(runs_dir: Path, ab_dir: Path | None, out_dir: Path) -> str:
     ab = ab_dir / "game" / "ppo-seed0" if ab_dir is not None else None
     arm42 = runs_dir / "game" / "ppo-seed0"
     if ab is not None and (ab / "episodes.csv").is_file() and (arm42 / "episodes.csv").is_file():
-        both = min(max(int(r["env_step"]) for r in read_rows(p / "episodes.csv")) for p in (ab, arm42))
+        both = common_steps([ab, arm42])
         lines += [f"### Input size A/B: PPO seed 0 at 84x84 against 42x42, the episodes of the first {both:,} "
                   "env steps of each", ""]
         table = []
         for label, path in (("84x84", ab), ("42x42", arm42)):
-            rows = [r for r in read_rows(path / "episodes.csv") if int(r["env_step"]) <= both]
+            rows = episodes_upto(path, both)
             last = rows[-100:]
             table.append(f"| {label} | {len(rows)} | {sum(r['x_pos_max'] for r in last) / len(last):.0f} | "
                          f"{sum(r.get('flag', 0) for r in rows):.0f} |")
         lines += ["| input | episodes | x_pos_max, mean of the last 100 | flags |", "|---|---|---|---|", *table, ""]
+    lines += per_step_comparison(runs_dir / "game", "ppo", "appo")
     return "\n".join(lines)
 
 
