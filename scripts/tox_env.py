@@ -175,9 +175,12 @@ def test(env: str, pytest_args: list[str]) -> None:
     junit = work / "junit" / f"{env}.xml"
     junit.parent.mkdir(parents=True, exist_ok=True)
     # -P: the repo root must not shadow the installed wheels on sys.path
-    command = [sys.executable, "-P", "-m", "pytest", "-p", "no:cacheprovider", "-ra", f"--junitxml={junit}",
-               *paths, *pytest_args]
-    sys.exit(subprocess.run(command, cwd=ROOT).returncode)
+    # rlf_no_litter (scripts/pytest_plugins): a test that leaves a run directory in the repository fails
+    command = [sys.executable, "-P", "-m", "pytest", "-p", "no:cacheprovider", "-p", "rlf_no_litter", "-ra",
+               f"--junitxml={junit}", *paths, *pytest_args]
+    plugins = str(ROOT / "scripts" / "pytest_plugins")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [plugins, os.environ.get("PYTHONPATH")]))}
+    sys.exit(subprocess.run(command, cwd=ROOT, env=env).returncode)
 
 
 def main(argv: list[str]) -> None:

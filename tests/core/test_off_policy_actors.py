@@ -172,7 +172,7 @@ def test_resume_with_actors_continues_the_counters(registry, tmp_path):
     algo = make(registry, "tabular-q", "line", tmp_path, "steps=1000", "algo.actors=2")
     algo.train()
     path = algo.save(tmp_path / "first.rlf")
-    again = rlf.load(path, registry=registry)
+    again = rlf.load(path, registry=registry, overrides=[f"run_dir='{tmp_path / 'again'}'"])
     summary = again.train(steps=1600)
     assert again.counters["env_steps"] == 1600
     assert summary["env_step"] == 1600

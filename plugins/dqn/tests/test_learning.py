@@ -33,7 +33,9 @@ def train_until(registry, env, run_dir, goal, chunk, budget, *settings, episodes
         evaluations.append(algo.evaluate(episodes=episodes))
         if goal(evaluations[-1]) or steps >= budget:
             return evaluations
-        algo = rlf.load(algo.save(run_dir / "chunk.rlf"), registry=registry)
+        # a loaded checkpoint file starts a new run directory: each chunk gets its own, under tmp_path
+        algo = rlf.load(algo.save(run_dir / "chunk.rlf"), registry=registry,
+                        overrides=[f"run_dir='{run_dir / f'from-{steps}'}'"])
         steps += chunk
 
 

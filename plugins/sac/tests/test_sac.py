@@ -147,7 +147,7 @@ def test_checkpoint_restores_weights_optimizers_temperature_counters_and_replay(
     assert agent.env_steps == 300 and len(again.buffers["agent"]) == 300
     np.testing.assert_array_equal(again.buffers["agent"].actions[:300], learner.buffers["agent"].actions[:300])
     # and through a checkpoint file, training continues from the restored replay and counters
-    resumed = rlf.load(algo.save(tmp_path / "mid.rlf"))
+    resumed = rlf.load(algo.save(tmp_path / "mid.rlf"), overrides=[f"run_dir='{tmp_path / 'resumed'}'"])
     resumed.train(steps=500)
     assert resumed.strategy.learner.gradient_steps_done == 400 and len(resumed.strategy.learner.buffers["agent"]) == 500
 
