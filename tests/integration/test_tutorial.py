@@ -4,6 +4,7 @@ with pip, is found through its entry point, and passes its own tests, which trai
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,12 +15,15 @@ TUTORIAL = ROOT / "docs" / "tutorial" / "rlf-plugin-reinforce"
 
 def test_tutorial_plugin_installs_learns_and_resumes(tmp_path: Path):
     python = child_env(tmp_path / "venv")
-    pip_install(python, TUTORIAL)
+    # a copy: pip's in-tree build would leave build/ and *.egg-info in the docs
+    source = shutil.copytree(TUTORIAL, tmp_path / "rlf-plugin-reinforce",
+                             ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    pip_install(python, source)
     env = {**os.environ, "PYTHONPATH": "", "OMP_NUM_THREADS": "1"}
     listing = subprocess.run([str(python), "-m", "rlf.cli.commands", "list"], capture_output=True, text=True, env=env,
                              timeout=120)
     assert listing.returncode == 0 and "reinforce" in listing.stdout, listing.stdout + listing.stderr
-    tested = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TUTORIAL / "tests")],
+    tested = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(source / "tests")],
                             cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
     assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
     assert "2 passed" in tested.stdout, tested.stdout
