@@ -143,7 +143,7 @@ def _stdout_closed() -> bool:
 def _train(args) -> int:
     from rlf import api, saved
     from rlf.errors import ConfigError, EnvWorkerError, PluginRunError
-    from rlf.training.trainer import Interrupted
+    from rlf.training.trainer import Interrupted, sigterm_as_interrupt
 
     _refuse_twice_set(args)
     overrides = list(args.overrides)
@@ -172,7 +172,9 @@ def _train(args) -> int:
         print(f"training {algo.resolved.run.algorithm} on {algo.resolved.run.env}; run directory {algo.run_dir}",
               file=sys.stderr)
     try:
-        summary = algo.train(overwrite=args.overwrite)
+        # `kill`, `docker stop` and a Kubernetes eviction send SIGTERM: checkpoint and stop, as Ctrl-C does
+        with sigterm_as_interrupt():
+            summary = algo.train(overwrite=args.overwrite)
     except Interrupted as exc:
         print(f"rlf: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -5,7 +5,6 @@ trained or resumed under its lock, evaluated once at its budget, then the compar
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -95,10 +94,6 @@ def _finished(run: PlannedRun, record: dict[str, Any] | None = None) -> bool:
     """Trained to its budget, or stopped at its ``until`` target (``record``: the marker, if already read)."""
     record = record or _done_record(run)
     return record is not None and (record["env_steps"] >= run.steps or bool(record.get("until")))
-
-
-def _sigterm_as_interrupt(signum, frame):  # a `kill` saves a checkpoint like Ctrl-C does
-    raise KeyboardInterrupt
 
 
 def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=None) -> str:
@@ -213,13 +208,12 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
     """Train, evaluate and report; returns each run's outcome (done, trained, resumed, busy, failed)."""
     from filelock import FileLock, Timeout
 
-    from rlf.training.trainer import Interrupted
+    from rlf.training.trainer import Interrupted, sigterm_as_interrupt
 
     if train:
         check_runs(experiment, registry)
     outcomes: dict[str, str] = {}
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
+    with sigterm_as_interrupt():
         for phase in ("train", "eval") if train else ():
             for run in experiment.runs:
                 run.path.parent.mkdir(parents=True, exist_ok=True)
@@ -244,8 +238,6 @@ def run_experiment(experiment: Experiment, *, train: bool = True, report: bool =
                     log(f"{run.name}: FAILED {type(exc).__name__}: {exc}")
                 finally:
                     lock.release()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if report:
         write_report(experiment, log)
     return outcomes

@@ -4,8 +4,11 @@ the metric rows; the strategy owns how experience is collected and learned from,
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import re
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -22,6 +25,27 @@ from rlf.interfaces import Resume
 from rlf.logging.callbacks import Callback
 from rlf.logging.means import average_metrics, episode_means
 from rlf.training.strategy import TrainStrategy
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While inside: SIGTERM raises KeyboardInterrupt in this process, so a `kill` saves a checkpoint as Ctrl-C
+    does. Processes forked meanwhile (env workers, a plugin's actors) inherit the handler; in them SIGTERM keeps
+    its default, else every child a plugin stops with terminate() would print a KeyboardInterrupt traceback."""
+    owner = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Interrupted(Exception):
