@@ -35,14 +35,14 @@ def flags(run_path: Path) -> tuple[int, int, int | None]:
     return len(reached), len(rows), first
 
 
-def episodes_upto(run_path: Path, steps: int) -> list[dict[str, float]]:
-    """The run's training episodes that ended at or before env step ``steps``."""
-    return [r for r in read_rows(run_path / "episodes.csv") if int(r["env_step"]) <= steps]
+def episodes_upto(rows: list[dict[str, float]], steps: int) -> list[dict[str, float]]:
+    """The training episodes (a run's episodes.csv rows) that ended at or before env step ``steps``."""
+    return [r for r in rows if int(r["env_step"]) <= steps]
 
 
-def common_steps(paths: list[Path]) -> int:
+def common_steps(tables: list[list[dict[str, float]]]) -> int:
     """The env steps every one of the runs has reached (the last episode's end of the shortest)."""
-    return min(max(int(r["env_step"]) for r in read_rows(p / "episodes.csv")) for p in paths)
+    return min(max(int(r["env_step"]) for r in rows) for rows in tables)
 
 
 def per_step_comparison(setting_dir: Path, base: str, other: str, last: int = 100,
@@ -50,11 +50,12 @@ def per_step_comparison(setting_dir: Path, base: str, other: str, last: int = 10
     """Two algorithms' seeds over the same first env steps (issue 25: does APPO learn as PPO does per env
     step?). Each row: the mean furthest x of the last ``last`` episodes before each milestone, pooled over
     seeds with a bootstrap CI over seeds and episodes at the last one, and the flags reached in the window."""
-    paths = {name: [p for p in sorted(setting_dir.glob(f"{name}-seed*")) if (p / "episodes.csv").is_file()]
-             for name in (base, other)}
-    if not all(paths.values()):
+    tables = {name: [read_rows(p / "episodes.csv") for p in sorted(setting_dir.glob(f"{name}-seed*"))
+                     if (p / "episodes.csv").is_file()]
+              for name in (base, other)}
+    if not all(tables.values()):
         return []
-    upto = common_steps(paths[base] + paths[other])
+    upto = common_steps(tables[base] + tables[other])
     marks = [upto * (i + 1) // milestones for i in range(milestones)]
     head = " | ".join(f"x at {m / 1e6:.2f}M" for m in marks[:-1])
     lines = [f"### {other.upper()} against {base.upper()} per env step: the episodes of the first {upto:,} env "
@@ -66,17 +67,18 @@ def per_step_comparison(setting_dir: Path, base: str, other: str, last: int = 10
     for name in (base, other):
         cells = []
         for mark in marks:
-            per_run = [np.asarray([r["x_pos_max"] for r in episodes_upto(p, mark)][-last:]) for p in paths[name]]
+            per_run = [np.asarray([r["x_pos_max"] for r in episodes_upto(rows, mark)][-last:])
+                       for rows in tables[name]]
             mean = float(np.concatenate(per_run).mean())
             if mark == upto:
                 low, high = bootstrap_ci(per_run)["mean"]
                 cells.append(f"{mean:,.0f} [{low:,.0f}, {high:,.0f}]")
             else:
                 cells.append(f"{mean:,.0f}")
-        window = [episodes_upto(p, upto) for p in paths[name]]
+        window = [episodes_upto(rows, upto) for rows in tables[name]]
         reached = [[int(r["env_step"]) for r in rows if r.get("flag", 0) >= 1] for rows in window]
         firsts = ", ".join(f"{hits[0]:,}" if hits else "none" for hits in reached)
-        lines.append(f"| {name} | {len(paths[name])} | {' | '.join(cells)} | "
+        lines.append(f"| {name} | {len(tables[name])} | {' | '.join(cells)} | "
                      f"{sum(len(h) for h in reached)} of {sum(len(rows) for rows in window)} | {firsts} |")
     return lines + [""]
 
@@ -114,12 +116,13 @@ def section(runs_dir: Path, ab_dir: Path | None, out_dir: Path) -> str:
     ab = ab_dir / "game" / "ppo-seed0" if ab_dir is not None else None
     arm42 = runs_dir / "game" / "ppo-seed0"
     if ab is not None and (ab / "episodes.csv").is_file() and (arm42 / "episodes.csv").is_file():
-        both = common_steps([ab, arm42])
+        arms = {"84x84": read_rows(ab / "episodes.csv"), "42x42": read_rows(arm42 / "episodes.csv")}
+        both = common_steps(list(arms.values()))
         lines += [f"### Input size A/B: PPO seed 0 at 84x84 against 42x42, the episodes of the first {both:,} "
                   "env steps of each", ""]
         table = []
-        for label, path in (("84x84", ab), ("42x42", arm42)):
-            rows = episodes_upto(path, both)
+        for label, episodes in arms.items():
+            rows = episodes_upto(episodes, both)
             last = rows[-100:]
             table.append(f"| {label} | {len(rows)} | {sum(r['x_pos_max'] for r in last) / len(last):.0f} | "
                          f"{sum(r.get('flag', 0) for r in rows):.0f} |")

@@ -37,7 +37,7 @@ def sigterm_as_interrupt():
     def handler(signum, frame):
         if os.getpid() != owner:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
             return
         raise KeyboardInterrupt
 
@@ -49,7 +49,7 @@ def sigterm_as_interrupt():
 
 
 class Interrupted(Exception):
-    """Training was interrupted (Ctrl-C); a checkpoint was written first."""
+    """Training was interrupted (Ctrl-C, or SIGTERM under `sigterm_as_interrupt`); a checkpoint was written first."""
 
 
 def rng_state() -> dict[str, Any]:
