@@ -21,7 +21,8 @@ from pathlib import Path
 import grpc
 import pytest
 from rlf_plugin_ray import RayCollectorConfig
-from rlf_plugin_ray.collector import connect
+from rlf_plugin_ray import collector as collector_module
+from rlf_plugin_ray.collector import CLIENT_SERVER_TRIES, connect
 from rlf_plugin_ray.config import PINNED_RAY
 from rlf_plugin_ray.probe import CLIENT_METHOD, GCS_METHOD
 
@@ -246,22 +247,69 @@ def test_a_version_mismatch_is_one_line_naming_both_versions(where, ray_version,
         gcs.close()
 
 
+def slow_head(failures: int):
+    """ray.init as Ray 2.60's client meets a head whose proxy fails to start its per-client server
+    ``failures`` times, then connects."""
+    calls = []
+
+    def init(*args, **kwargs):
+        calls.append(kwargs)
+        if len(calls) <= failures:
+            raise ConnectionAbortedError("Initialization failure from server:\n")  # Ray's own type and text
+    return init, calls
+
+
 def test_ray_clients_server_that_fails_to_start_a_client_server_says_what_to_raise(monkeypatch):
     import ray
 
     client = FakeRay((CLIENT_METHOD,))
-
-    def slow_head(*args, **kwargs):  # what Ray 2.60's client gets when the head's proxy times out
-        raise ConnectionError("Initialization failure from server:\n")
-
-    monkeypatch.setattr(ray, "init", slow_head)
+    init, calls = slow_head(failures=99)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(collector_module, "CLIENT_SERVER_PAUSE_S", 0.0)
     try:
         message = join(f"ray://127.0.0.1:{client.port}")
         assert message.startswith(
             f"collector.address=ray://127.0.0.1:{client.port}: the head's Ray Client server could not start a "
-            "server for this client (Initialization failure from server); on a busy head give it longer "
-            "(RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S=120 in the head's environment")
+            f"server for this client in {CLIENT_SERVER_TRIES} tries (Initialization failure from server); on a "
+            "busy head give it longer (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S=120 in the head's environment")
         assert "token" not in message
+        assert len(calls) == CLIENT_SERVER_TRIES > 1
+    finally:
+        client.close()
+
+
+def test_a_client_server_that_fails_to_start_once_is_tried_again_and_the_run_joins(monkeypatch, caplog):
+    import ray
+
+    client = FakeRay((CLIENT_METHOD,))
+    init, calls = slow_head(failures=CLIENT_SERVER_TRIES - 1)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(collector_module, "CLIENT_SERVER_PAUSE_S", 0.0)
+    try:
+        assert connect(RayCollectorConfig(address=f"ray://127.0.0.1:{client.port}"), 1) is False  # joined
+        assert len(calls) == CLIENT_SERVER_TRIES
+        assert [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()] == [
+            f"collector.address=ray://127.0.0.1:{client.port}: the head's Ray Client server could not start a "
+            f"server for this client (try {n} of {CLIENT_SERVER_TRIES}); trying again in 0 s"
+            for n in range(1, CLIENT_SERVER_TRIES)]
+    finally:
+        client.close()
+
+
+def test_other_connection_errors_are_not_tried_again(monkeypatch):
+    import ray
+
+    client = FakeRay((CLIENT_METHOD,))
+    calls = []
+
+    def refused(*args, **kwargs):
+        calls.append(kwargs)
+        raise ConnectionError("ray client connection timeout")
+
+    monkeypatch.setattr(ray, "init", refused)
+    try:
+        assert "cannot join the Ray cluster (ray client connection timeout)" in join(f"ray://127.0.0.1:{client.port}")
+        assert len(calls) == 1
     finally:
         client.close()
 

@@ -138,18 +138,18 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
     if problem:
         raise ConfigError(f"collector.address={address}: {problem}")
     try:
-        ray.init(address=address, **quiet)
+        _init_client(address, quiet)
     except (ConnectionError, RuntimeError, ValueError, AuthenticationError) as exc:
         versions = version_mismatch(str(exc))
         if versions:
             raise ConfigError(f"collector.address={address}: {versions}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if address.startswith("ray://") and "Initialization failure from server" in first:
+        if _client_server_failed(address, exc):
             # The client server's proxy starts one Ray driver per client and gives it
             # RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S (30 s) to come up: a loaded head misses that.
             raise ConfigError(
                 f"collector.address={address}: the head's Ray Client server could not start a server for this "
-                f"client ({first.rstrip(':')}); on a busy head give it longer (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"
+                f"client in {CLIENT_SERVER_TRIES} tries ({first.rstrip(':')}); on a busy head give it longer (RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S"
                 "=120 in the head's environment; 30 s by default) and try again, and see the head's "
                 "ray_client_server_<port>.err (under /tmp/ray/session_latest/logs) for why") from None
         # Ray 2.60's `ray start` turns token authentication on where a token file exists (any earlier local
@@ -163,6 +163,31 @@ def connect(config: RayCollectorConfig, cpus_needed: float) -> bool:
             f"--head`), set RAY_ADDRESS or collector.address to a running one, or use collector.address=local{token}"
         ) from None
     return False
+
+
+# Ray Client's proxy starts a fresh driver process for each client that connects; on a head busy with
+# other work that start can fail once and succeed on the next connection (seen in CI's tox matrix on 2
+# cores, the namespace cluster test). A few tries here, rather than a rerun by the user.
+CLIENT_SERVER_TRIES = 3
+CLIENT_SERVER_PAUSE_S = 2.0
+
+
+def _client_server_failed(address: str, exc: BaseException) -> bool:
+    return address.startswith("ray://") and "Initialization failure from server" in str(exc)
+
+
+def _init_client(address: str, quiet: dict[str, Any]) -> None:
+    for attempt in range(1, CLIENT_SERVER_TRIES + 1):
+        try:
+            ray.init(address=address, **quiet)
+            return
+        except ConnectionError as exc:
+            if attempt == CLIENT_SERVER_TRIES or not _client_server_failed(address, exc):
+                raise
+            logging.getLogger(__name__).warning(
+                "collector.address=%s: the head's Ray Client server could not start a server for this client "
+                "(try %d of %d); trying again in %.0f s", address, attempt, CLIENT_SERVER_TRIES, CLIENT_SERVER_PAUSE_S)
+            time.sleep(CLIENT_SERVER_PAUSE_S)
 
 
 class RayStartError(RlfError):
