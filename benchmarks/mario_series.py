@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+from _common import record  # noqa: E402  docs/BENCHMARKS.md's table (benchmarks/report.py)
+
 EXPERIMENT = ROOT / "experiments" / "mario-1-1.toml"
 SETTING = {"ppo": "game", "dqn": "game", "random": "none", "icm": "none", "rnd": "none", "knn": "none"}
 TARGET = {"ppo": 0.8, "dqn": 0.8, "icm": 0.5, "rnd": 0.5, "knn": 0.5, "random": 0.8}
@@ -135,16 +138,22 @@ def main(argv: list[str] | None = None) -> int:
             rates[case].append(rate)
             print(f"round {round_index + 1} {case:<9} {rate:8.1f} env steps/s", flush=True)
     emulator = statistics.median(rates["emulator"])
-    print(f"\n| case | env steps/s (median of {args.rounds}) | x emulator | target |")
-    print("|---|---|---|---|")
-    print(f"| emulator only | {emulator:.1f} | 1.00 | - |")
+    columns = ["case", f"env steps/s (median of {args.rounds})", "x emulator", "target"]
+    rows = [["emulator only", f"{emulator:.1f}", "1.00", "-"]]
     for model in models:
         rate = statistics.median(rates[model])
         ratio = rate / emulator
         mark = "met" if ratio >= TARGET[model] else "missed"
-        print(f"| {model} ({SETTING[model]}) | {rate:.1f} | {ratio:.2f} | >= {TARGET[model]} {mark} |")
+        rows.append([f"{model} ({SETTING[model]})", f"{rate:.1f}", f"{ratio:.2f}", f">= {TARGET[model]} {mark}"])
+    print("\n| " + " | ".join(columns) + " |\n" + "|---" * len(columns) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
     load = os.getloadavg()
     print(f"load average {load[0]:.1f} at the end")
+    record(f"The Mario series' models against the bare emulator, {args.procs} processes per case on "
+           f"{os.cpu_count()} cores", f"medians of {args.rounds} rounds, the cases in turn; emulator {args.seconds:.0f} s, "
+           f"each model {args.steps:,} env steps per process after its first update, at its series settings "
+           "(experiments/mario-1-1.toml: 42x42, vector=sync, 1 torch thread)", columns, rows)
     if args.json:
         args.json.write_text(json.dumps({"rates": rates, "procs": args.procs, "seconds": args.seconds}, indent=1))
     return 0

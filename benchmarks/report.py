@@ -51,6 +51,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
                   ["benchmarks/ray_collector.py", "--rounds", "3", "--mario-steps", "2048", "--skip-cost"]),
     "worker-nice": ("collector.worker_nice on Mario: workers at niceness 0, 2 and 19, alone and beside busy programs "
                     "(issue 27)", ["benchmarks/worker_nice.py", "--seconds", "45", "--rounds", "2"]),
+    "mario-series": ("The Mario series at the emulator's speed: each model as a ratio of the bare emulator (issue 26: "
+                     "PPO, DQN >= 0.8x; ICM, RND, kNN >= 0.5x)", ["benchmarks/mario_series.py", "--rounds", "2"]),
     "mario-startup": ("Start-up of `rlf train ppo --env mario` to the first env step and the first update",
                       ["benchmarks/mario_startup.py", "--rounds", "3"]),
 }
