@@ -28,4 +28,20 @@ git ls-files -z --cached --others --exclude-standard \
 mkdir -p "$stage/wheelhouse"
 cp -l "$wheelhouse"/*.whl "$stage/wheelhouse/" 2>/dev/null || cp "$wheelhouse"/*.whl "$stage/wheelhouse/"
 echo "docker_build: context $(du -sh "$stage" | cut -f1); building $dockerfile as $tag" >&2
-docker build --network host --build-arg OFFLINE=1 -f "$stage/$dockerfile" -t "$tag" "$stage"
+build=(docker build --network host --build-arg OFFLINE=1 -f "$stage/$dockerfile")
+previous=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
+# Leave nothing behind but the image: the legacy builder keeps a multi-stage build's `build` stage as an
+# untagged image (2.6 GB here), and every rebuild leaves the previous image untagged (1.7 GB), which
+# filled the disk of a machine that builds on each CI run. Building the stage under a tag of its own
+# first (the full build then takes it from the cache) lets it be removed by name with its layers.
+if grep -qiE '^FROM[[:space:]].*[[:space:]]AS[[:space:]]+build[[:space:]]*$' "$stage/$dockerfile"; then
+  stage_tag="$tag-build-stage"
+  trap 'docker rmi "$stage_tag" >/dev/null 2>&1 || true; rm -rf "$stage"' EXIT
+  "${build[@]}" --target build -t "$stage_tag" "$stage"
+fi
+"${build[@]}" -t "$tag" "$stage"
+current=$(docker image inspect -f '{{.Id}}' "$tag")
+# by id: fails (and keeps it) where a container or another tag still uses the previous image
+if [[ -n $previous && $previous != "$current" ]] && docker rmi "$previous" >/dev/null 2>&1; then
+  echo "docker_build: removed the previous $tag image (${previous:7:12}), which the new one untagged" >&2
+fi

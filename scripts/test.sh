@@ -22,6 +22,9 @@ if [[ ! -x $tools/bin/tox ]]; then
     "setuptools>=68" wheel
 fi
 "$tools/bin/tox" --version
+# the matrix needs about 6 GB here (docs/TESTING.md); a full disk shows up as odd errors deep in pip or tox
+free_disk() { df -Pk . | awk 'NR == 2 { printf "%.1f GB free", $4 / 1048576 }'; }
+echo "test.sh: $(free_disk) at the start"
 
 PYTHON=$tools/bin/python bash scripts/build_wheels.sh "$RLF_WHEELHOUSE" \
   2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
@@ -31,7 +34,7 @@ rm -rf .tox/junit .tox/result.json
 tox_status=0
 "$tools/bin/tox" run-parallel --parallel "${RLF_TOX_PARALLEL:-3}" --parallel-no-spinner \
   --result-json .tox/result.json "$@" || tox_status=$?
-echo "test.sh: tox finished with status $tox_status after $((SECONDS - start)) s in all"
+echo "test.sh: tox finished with status $tox_status after $((SECONDS - start)) s in all; $(free_disk)"
 if [[ ! -f .tox/result.json ]]; then
   echo "test.sh: tox wrote no results"
   echo "0 passed, 1 failed"

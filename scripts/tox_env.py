@@ -11,6 +11,7 @@ appear must be declared dependencies, and the check after installing fails if an
 
 from __future__ import annotations
 
+import filecmp
 import importlib.metadata as metadata
 import importlib.util
 import json
@@ -18,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -111,6 +113,59 @@ def install(env: str) -> None:
                     "--find-links", str(path),
                     "-c", str(CONSTRAINTS), *reqs], check=True)
     check_installed(env, root)
+    site = Path(sysconfig.get_paths()["purelib"])
+    shared = share_identical_files(site, work_dir() / ".shared-files")
+    print(f"tox_env: {env} shares {shared / 1e9:.2f} GB of installed files with other envs (hard links in "
+          f"{work_dir() / '.shared-files'})", flush=True)
+
+
+SHARED_MIN_BYTES = 1 << 16
+"""Smaller files are not worth a link: torch, ray and the other heavy wheels are made of big ones."""
+
+
+def work_dir() -> Path:
+    return Path(os.environ.get("TOX_WORK_DIR", ROOT / ".tox"))
+
+
+def share_identical_files(site: Path, store: Path) -> int:
+    """Hard-link the files installed in ``site`` to one copy per content in ``store``, which every env of the
+    matrix shares; returns the bytes this env now shares with earlier ones.
+
+    Each env installs its own torch (0.8 GB) and ray: 16 GB in all for the whole matrix, which filled a CI
+    machine's disk. Hard links keep every env complete and independent for Python (pip replaces files, it
+    never rewrites them in place) while the disk holds each file once: the first env to install a content
+    puts it in ``.tox/.shared-files`` (named by the hash pip recorded), later ones link to it once its bytes
+    are compared equal. Where links are impossible (another file system) the env just keeps its copies.
+    """
+    store.mkdir(parents=True, exist_ok=True)
+    shared = 0
+    for dist in metadata.distributions(path=[str(site)]):
+        for record in dist.files or []:
+            if record.hash is None or (record.size or 0) < SHARED_MIN_BYTES:
+                continue
+            path = Path(dist.locate_file(record))
+            key = store / f"{record.hash.mode}-{record.hash.value}-{record.size}"
+            try:
+                mine = path.stat()
+                os.link(path, key)  # the first env with this content
+                continue
+            except FileNotFoundError:
+                continue
+            except FileExistsError:
+                pass
+            except OSError as error:  # e.g. EXDEV: the store is on another file system
+                print(f"tox_env: keeping the env's own copies of installed files ({error})", flush=True)
+                return shared
+            theirs = key.stat()
+            if theirs.st_ino == mine.st_ino or (theirs.st_size, theirs.st_mode) != (mine.st_size, mine.st_mode):
+                continue
+            if not filecmp.cmp(key, path, shallow=False):
+                continue
+            temporary = path.with_name(path.name + ".tox-env-link")
+            os.link(key, temporary)
+            os.replace(temporary, path)
+            shared += mine.st_size
+    return shared
 
 
 def check_installed(env: str, root: str) -> None:
@@ -171,8 +226,7 @@ def test(env: str, pytest_args: list[str]) -> None:
             print(f"tox_env: {env} runs with numpy {np.__version__}", flush=True)
     else:
         paths = PYTEST_PATHS[env]
-    work = Path(os.environ.get("TOX_WORK_DIR", ROOT / ".tox"))
-    junit = work / "junit" / f"{env}.xml"
+    junit = work_dir() / "junit" / f"{env}.xml"
     junit.parent.mkdir(parents=True, exist_ok=True)
     # -P: the repo root must not shadow the installed wheels on sys.path
     # rlf_no_litter (scripts/pytest_plugins): a test that leaves a run directory in the repository fails
