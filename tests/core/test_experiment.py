@@ -156,6 +156,31 @@ def test_runs_resumes_skips_and_reports(registry, experiment_file, tmp_path):
     assert [g["runs"] for g in long_runs] == [1]
 
 
+def test_a_variant_table_trains_the_algorithm_it_names_under_its_own_run_names(registry, experiment_file, tmp_path):
+    text = experiment_file.read_text() + '[algorithms.pg-fast]\nalgorithm = "linear-pg"\nsettings = ["short"]\n' \
+        "steps = 300\n[algorithms.pg-fast.algo]\nlr = 0.5\nrollout_steps = 8\n"
+    experiment_file.write_text(text)
+    experiment = load_experiment(experiment_file, only=["short/linear-pg-seed0", "short/pg-fast-*"])
+    assert [(r.name, r.algorithm, r.steps, r.config["algo"]["lr"]) for r in experiment.runs] == [
+        ("short/linear-pg-seed0", "linear-pg", 400, 0.1), ("short/pg-fast-seed0", "linear-pg", 300, 0.5)]
+    assert run_experiment(experiment, log=lambda line: None, registry=registry) == {
+        "short/linear-pg-seed0": "trained", "short/pg-fast-seed0": "trained"}
+    saved = json.loads((tmp_path / "runs" / "short" / "pg-fast-seed0" / "run.json").read_text())
+    assert saved["config"]["run"]["algorithm"] == "linear-pg"
+    # the two are one algorithm with different settings: two groups, each named by its difference
+    labels = sorted(g["group"] for g in compare(find_runs([tmp_path / "runs" / "short"]), ["reached"]))
+    assert len(labels) == 2 and all(label.startswith("linear-pg on line [") for label in labels)
+    assert any("lr=0.5" in label for label in labels), labels
+
+
+def test_a_variant_of_an_unknown_algorithm_is_refused_before_anything_trains(registry, experiment_file):
+    experiment_file.write_text(experiment_file.read_text() + '[algorithms.v]\nalgorithm = "no-such-algo"\n')
+    experiment = load_experiment(experiment_file)
+    with pytest.raises(ConfigError, match="no-such-algo"):
+        run_experiment(experiment, log=lambda line: None, registry=registry)
+    assert not (experiment.runs_dir / "short").exists()
+
+
 def test_a_locked_run_is_left_to_its_owner(registry, experiment_file):
     from filelock import FileLock
 

@@ -76,9 +76,9 @@ DONE_FILE = "experiment.json"
 
 @dataclass
 class PlannedRun:
-    name: str                              # <setting>/<algorithm>-seed<N>
+    name: str                              # <setting>/<entry>-seed<N>
     setting: str
-    algorithm: str
+    algorithm: str                         # the plugin that trains it
     seed: int
     config: dict[str, dict[str, Any]]
     path: Path
@@ -215,8 +215,11 @@ class UntilTable(_Model):
 
 
 class AlgorithmEntry(SettingTables):
-    """An ``[algorithms.<name>]`` table."""
+    """An ``[algorithms.<name>]`` table: the algorithm ``<name>``, or a variant of the one ``algorithm``
+    names (``[algorithms.appo-epochs4]`` with ``algorithm = "appo"``: one algorithm twice, with
+    different settings, its runs named after the table)."""
 
+    algorithm: str | None = Field(None, min_length=1)
     seeds: list[Seed] | None = Field(None, min_length=1, max_length=1000)
     settings: list[Name] | None = Field(None, min_length=1)
     config: str | None = Field(None, min_length=1)
@@ -361,7 +364,7 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
             for seed in dict.fromkeys(algo_seeds):
                 name = f"{setting}/{algorithm}-seed{seed}"
                 run_config = merge(config, {"run": {"steps": run_budget, "seed": int(seed)}})
-                planned.append(PlannedRun(name, setting, algorithm, int(seed), run_config, out_dir / name,
+                planned.append(PlannedRun(name, setting, spec.algorithm or algorithm, int(seed), run_config, out_dir / name,
                                           run_budget, until))
     if only:
         planned = [run for run in planned if any(fnmatch.fnmatchcase(run.name, p) for p in only)]

@@ -83,6 +83,49 @@ def test_pushed_weights_carry_the_version_and_leave_the_actors_sampling_stream(t
     assert acting.extras["agent"][VERSION_KEY].tolist() == [1, 1, 1]
 
 
+def test_running_advantage_moments_average_exactly_then_over_the_window():
+    from rlf_plugin_appo.learner import _RunningMoments
+
+    rng = np.random.default_rng(0)
+    chunks = [rng.normal(3.0, 2.0, size=128) for _ in range(4)]
+    moments = _RunningMoments(window=512)
+    for chunk in chunks:
+        mean, std = moments.update(chunk)
+    together = np.concatenate(chunks)  # the window is full exactly now: the plain mean and std of all
+    assert mean == pytest.approx(together.mean()) and std == pytest.approx(together.std())
+    # past the window, each chunk weighs its share (128 / 512) of it
+    mean, _ = moments.update(np.full(128, 100.0))
+    assert mean == pytest.approx(together.mean() + 0.25 * (100.0 - together.mean()))
+
+
+def test_a_quiet_chunk_is_not_blown_up_to_unit_advantages_with_a_window(tmp_path):
+    """Per-chunk normalisation divides a chunk's advantages by their own spread, noise included; with a
+    window the divisor is the spread the last few thousand samples had."""
+    def chunks(agent):
+        loud, quiet = chunk_from(agent, seed=1), chunk_from(agent, seed=2)
+        loud.rewards = np.random.default_rng(1).normal(0.0, 10.0, size=loud.rewards.shape).astype(np.float32)
+        quiet.rewards = np.random.default_rng(2).normal(0.0, 0.01, size=quiet.rewards.shape).astype(np.float32)
+        return loud, quiet
+
+    scales = {}
+    for window in (0, 1024):
+        agent, learner = build(tmp_path, advantage_window=window)
+        loud, quiet = chunks(agent)
+        for _ in range(4):
+            learner.learn(loud)
+        scales[window] = learner.learn(quiet)["advantage_scale"]
+    assert scales[1024] > 20 * scales[0], scales
+
+    state = learner.state_dict()
+    _, fresh = build(tmp_path, advantage_window=1024)
+    fresh.load_state_dict(state)
+    assert fresh.advantage_stats.state() == learner.advantage_stats.state()
+    del state["advantage_stats"]  # a checkpoint from before the setting still loads
+    _, old = build(tmp_path, advantage_window=1024)
+    old.load_state_dict(state)
+    assert old.advantage_stats.seen == 0
+
+
 # -- the strategy on stale chunks (an in-process pool that hands weights out late) -----------------
 @pytest.fixture
 def lagging():
@@ -123,7 +166,7 @@ def test_chunks_staler_than_max_staleness_are_dropped_unlearned(tmp_path, laggin
 @pytest.mark.parametrize("override,needle", [
     ("algo.actors=0", "actors"), ("algo.rho_bar=0", "rho_bar"), ("algo.max_staleness=0", "max_staleness"),
     ("algo.c_bar=2.0", "c_bar"), ("algo.value_clip=0.2", "value_clip"), ("algo.rollout_steps=0", "rollout_steps"),
-    ("algo.actor_restarts=-1", "actor_restarts")])
+    ("algo.actor_restarts=-1", "actor_restarts"), ("algo.advantage_window=-5", "advantage_window")])
 def test_bad_values_are_one_line_errors(override, needle):
     with pytest.raises(ConfigError) as caught:
         rlf.make("appo", "gym:CartPole-v1", overrides=[override])

@@ -55,6 +55,11 @@ class APPOConfig(PPOConfig, ActorLearnerConfig):
     c_bar: float = Field(
         1.0, gt=0.0, le=1000.0,
         description="V-trace's c-bar: truncation of the trace coefficients (c-bar <= rho-bar, as in the paper).")
+    advantage_window: int = Field(
+        0, ge=0, le=100_000_000,
+        description="With normalize_advantages: samples over which the advantages' mean and scale are averaged "
+                    "(running, across chunks; e.g. PPO's rollout size). 0: each chunk's own, which for small "
+                    "chunks makes a few steps' noise unit-sized.")
     epochs: int = Field(2, ge=1, le=100, description="Passes over each chunk per update.")
     minibatches: int = Field(1, ge=1, le=1024, description="Minibatches each chunk is split into per epoch.")
     lr: float = Field(5e-4, gt=0.0, le=1.0, description="Adam learning rate at the start of the run.")
