@@ -109,8 +109,11 @@ def main() -> None:
     parser.add_argument("--log-interval", type=int, default=1024)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="extra override for both runs, as for `rlf train --set` (repeatable)")
+    parser.add_argument("--appo-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override for the APPO runs only, e.g. algo.epochs=4 (a variant of its preset)")
     args = parser.parse_args()
     extra = [item for value in args.set for item in ("--set", value)]
+    extras = {"ppo": extra, "appo": extra + [item for value in args.appo_set for item in ("--set", value)]}
     print(f"$ {shlex.join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])}")
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f} at start", flush=True)
@@ -118,7 +121,8 @@ def main() -> None:
     for number in range(1, args.rounds + 1):
         # the order flips each round, so load drifting during the run hits both sides alike
         for algorithm in ("ppo", "appo") if number % 2 else ("appo", "ppo"):
-            results[algorithm].append(run(algorithm, args.steps, args.torch_threads, args.log_interval, extra))
+            results[algorithm].append(run(algorithm, args.steps, args.torch_threads, args.log_interval,
+                                          extras[algorithm]))
         ppo, appo = results["ppo"][-1], results["appo"][-1]
         print(f"round {number}: PPO {ppo['steps_per_second']:6.1f} env steps/s, {1000 * ppo['cpu_per_step']:.2f} CPU ms/"
               f"step; APPO {appo['steps_per_second']:6.1f} env steps/s, {1000 * appo['cpu_per_step']:.2f} CPU ms/step; "
@@ -132,7 +136,8 @@ def main() -> None:
           f"{median['appo']['steps_per_second'] / median['ppo']['steps_per_second']:.2f}")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     ratio = median["appo"]["steps_per_second"] / median["ppo"]["steps_per_second"]
-    record(f"APPO vs sync PPO on Mario, 8 envs, {args.steps:,} env steps per run",
+    variant = f" (APPO with {', '.join(args.appo_set)})" if args.appo_set else ""
+    record(f"APPO vs sync PPO on Mario, 8 envs, {args.steps:,} env steps per run{variant}",
            f"medians of {args.rounds} rounds, alternating; torch threads {args.torch_threads} on both",
            ["case", "torch threads", "rounds", "env steps/s", "CPU ms per env step (whole process tree)", "APPO/PPO"],
            [[name.upper(), str(args.torch_threads), str(args.rounds), f"{median[name]['steps_per_second']:.1f}",

@@ -127,7 +127,8 @@ def section(runs_dir: Path, ab_dir: Path | None, out_dir: Path) -> str:
             table.append(f"| {label} | {len(rows)} | {sum(r['x_pos_max'] for r in last) / len(last):.0f} | "
                          f"{sum(r.get('flag', 0) for r in rows):.0f} |")
         lines += ["| input | episodes | x_pos_max, mean of the last 100 | flags |", "|---|---|---|---|", *table, ""]
-    lines += per_step_comparison(runs_dir / "game", "ppo", "appo")
+    for variant in ("appo", "appo-r2"):  # APPO's first recipe, and its second (experiments/mario-1-1.toml)
+        lines += per_step_comparison(runs_dir / "game", "ppo", variant)
     return "\n".join(lines)
 
 
