@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import multiprocessing as mp
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,8 @@ class ProbeConfig(OffPolicyConfig):
     """Probe algorithm for actor tests."""
 
     fail_in_actor: bool = Field(False, description="Raise in act() inside actor processes.")
+    rendezvous: str = Field("", description="Folder where actors meet before their first step.")
+    rendezvous_count: int = Field(0, description="How many actors must arrive before any steps.")
 
 
 class VersionAgent(Agent):
@@ -33,10 +37,26 @@ class VersionAgent(Agent):
         self.seed, self.main_seed = seed, main_seed
         self.fail = config.fail_in_actor
         self.progress = 0
+        self.rendezvous = Path(config.rendezvous) if config.rendezvous else None
+        self.rendezvous_count = config.rendezvous_count
+
+    def _meet(self):
+        # On a loaded machine one forked actor can spend the whole budget before the others have
+        # stepped; meeting first makes "every actor's chunks reach the learner" a property of the
+        # strategy rather than of the scheduler.
+        (self.rendezvous / f"actor-{self.seed}").touch()
+        deadline = time.monotonic() + 120
+        while len(list(self.rendezvous.iterdir())) < self.rendezvous_count:
+            if time.monotonic() > deadline:
+                raise TimeoutError("probe actors never all started")
+            time.sleep(0.01)
+        self.rendezvous = None
 
     def act(self, obs, *, explore=True):
         if self.fail and self.seed != self.main_seed:
             raise ValueError("probe failure inside an actor")
+        if self.rendezvous is not None and self.seed != self.main_seed:
+            self._meet()
         return Acting({a: np.full(len(o), min(self.version, self.n_actions[a] - 1)) for a, o in obs.items()})
 
     def on_progress(self, env_steps, episodes_ended):
@@ -108,8 +128,11 @@ def read_rows(path):
 
 
 def test_learner_sees_one_wide_vector_with_only_the_senders_rows_alive(probe_registry, tmp_path):
-    algo = make(probe_registry, "probe", "gym:CartPole-v1", tmp_path, "steps=3000", "num_envs=2", "algo.actors=3",
-                "algo.actor_sync_interval=200")
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    algo = make(probe_registry, "probe", "gym:CartPole-v1", tmp_path / "run", "steps=3000", "num_envs=2",
+                "algo.actors=3", "algo.actor_sync_interval=200", f"algo.rendezvous='{meet}'",
+                "algo.rendezvous_count=3")
     algo.train()
     assert algo.counters["env_steps"] == 3000  # the budget is exact, whatever the actors ran ahead
     assert mp.active_children() == []
