@@ -103,11 +103,13 @@ def test_state_dict_round_trip_writes_in_place():
 
 
 def test_state_survives_an_rlf_checkpoint_file(tmp_path):
+    from rlf.storage import checkpoint  # a submodule: not an attribute of rlf until imported
+
     norm = RunningNormalizer()
     norm.update(np.array([1.0, 2.0, 6.0]))
-    rlf.storage.checkpoint.save(tmp_path / "n.rlf", {"norm": norm.state_dict()})
+    checkpoint.save(tmp_path / "n.rlf", {"norm": norm.state_dict()})
     again = RunningNormalizer()
-    again.load_state_dict(rlf.storage.checkpoint.load(tmp_path / "n.rlf")["norm"])
+    again.load_state_dict(checkpoint.load(tmp_path / "n.rlf")["norm"])
     assert again.count == 3 and again.mean == norm.mean and again.var == norm.var
 
 
@@ -118,6 +120,48 @@ def test_bad_arguments_are_refused():
         RunningNormalizer(clip=0.0)
     with pytest.raises(ValueError, match="min_std"):
         RunningNormalizer(min_std=0.0)
+    for window in (0, -5, 2.5):
+        with pytest.raises(ValueError, match="window must be a positive number of samples"):
+            RunningNormalizer(window=window)
+
+
+def test_a_window_averages_exactly_until_full_then_each_batch_weighs_its_share():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, size=128) for _ in range(4)]
+    norm = RunningNormalizer(clip=None, window=512)
+    for batch in batches:
+        norm.update(batch)
+    data = np.concatenate(batches)  # exactly full: the plain statistics of everything
+    assert norm.count == 512
+    np.testing.assert_allclose([norm.mean, norm.var], [data.mean(), data.var()], rtol=1e-12)
+    # past it, the new batch weighs 128 / 512 and the old window 3/4: an exponential moving mean
+    # and variance, with the spread between the two means added as in any mixture
+    new = rng.normal(-5.0, 0.5, size=128)
+    norm.update(new)
+    w = 0.25
+    mixed_mean = (1 - w) * data.mean() + w * new.mean()
+    mixed_var = (1 - w) * data.var() + w * new.var() + w * (1 - w) * (new.mean() - data.mean()) ** 2
+    assert norm.count == 512
+    np.testing.assert_allclose([norm.mean, norm.var], [mixed_mean, mixed_var], rtol=1e-12)
+
+
+def test_a_window_forgets_an_old_regime_and_a_batch_larger_than_it_replaces_everything():
+    rng = np.random.default_rng(1)
+    forgetful, total = RunningNormalizer(clip=None, window=1000), RunningNormalizer(clip=None)
+    for norm in (forgetful, total):
+        norm.update(rng.normal(0.0, 100.0, size=5000))  # a loud start ...
+    for _ in range(50):
+        quiet = rng.normal(10.0, 1.0, size=200)  # ... then 10,000 quiet samples
+        forgetful.update(quiet)
+        total.update(quiet)
+    assert float(forgetful.std) == pytest.approx(1.0, rel=0.1) and float(forgetful.mean) == pytest.approx(10, abs=0.2)
+    assert float(total.std) > 30  # without a window the loud start still dominates
+    big = rng.normal(7.0, 3.0, size=3000)
+    forgetful.update(big)
+    np.testing.assert_allclose([forgetful.mean, forgetful.var], [big.mean(), big.var()], rtol=1e-12)
+    fresh = RunningNormalizer(clip=None, window=10)
+    fresh.update(big)  # even on a first update: no division by the empty count
+    assert np.isfinite(fresh.var) and float(fresh.mean) == pytest.approx(big.mean())
 
 
 def _update_shared(buffer, lock, seed):

@@ -6,6 +6,10 @@ each batch with the parallel-variance formula (Chan et al.), whose terms stay on
 data. Pure numpy: plugins with or without torch can use it, and a caller may hand it a buffer in
 shared memory so that several processes see one set of statistics (they must then hold a lock
 around ``update``).
+
+With a ``window`` the statistics forget: the count stops at ``window`` samples, so each new batch
+weighs its share of the window and older data fades exponentially (an exponential moving mean and
+variance, exact until the window first fills). The merge is the same formula with the old count capped.
 """
 
 from __future__ import annotations
@@ -22,18 +26,22 @@ class RunningNormalizer:
 
     ``clip`` bounds the normalised output (None: no bound); ``min_std`` keeps a constant stream from
     dividing by zero. Before any update the mean is 0 and the std 1, so ``normalize`` is the identity
-    (clipped).
+    (clipped). ``window`` (None: remember everything) makes the statistics those of about the last
+    ``window`` samples.
     """
 
     def __init__(self, shape: Sequence[int] = (), *, clip: float | None = 10.0, min_std: float = 1e-4,
-                 buffer: np.ndarray | None = None):
+                 buffer: np.ndarray | None = None, window: int | None = None):
         if clip is not None and not clip > 0:
             raise ValueError(f"clip must be positive or None, got {clip!r}")
         if not min_std > 0:
             raise ValueError(f"min_std must be positive, got {min_std!r}")
+        if window is not None and not (isinstance(window, int) and window > 0):
+            raise ValueError(f"window must be a positive number of samples or None, got {window!r}")
         self.shape = tuple(int(s) for s in shape)
         self.clip = clip
         self.min_std = float(min_std)
+        self.window = window
         size = int(np.prod(self.shape, dtype=np.int64))
         if buffer is None:
             buffer = np.zeros(self.buffer_size(self.shape), dtype=np.float64)
@@ -80,6 +88,12 @@ class RunningNormalizer:
         mean_b = batch.mean(axis=0)
         m2_b = np.square(batch - mean_b).sum(axis=0)
         n_a = self.count
+        if self.window is not None and n_a + n_b > self.window:
+            # Forget: the old statistics keep the weight of what is left of the window (none when the
+            # batch alone fills it); M2 shrinks with the count so the old variance itself is kept.
+            kept = max(float(self.window) - n_b, 0.0)
+            self._m2 *= kept / n_a if n_a else 0.0
+            n_a = kept
         total = n_a + n_b
         delta = mean_b - self._mean
         # Weights below 1 keep every term on the data's scale: no n_a * n_b product, no sum of squares.

@@ -12,6 +12,7 @@ from rlf_plugin_appo.learner import Trajectory
 
 import rlf
 from rlf.errors import ConfigError
+from rlf.testing import assert_trees_equal
 
 
 def cartpole(tmp_path, registry=None, vector="auto", **algo):
@@ -83,21 +84,6 @@ def test_pushed_weights_carry_the_version_and_leave_the_actors_sampling_stream(t
     assert acting.extras["agent"][VERSION_KEY].tolist() == [1, 1, 1]
 
 
-def test_running_advantage_moments_average_exactly_then_over_the_window():
-    from rlf_plugin_appo.learner import _RunningMoments
-
-    rng = np.random.default_rng(0)
-    chunks = [rng.normal(3.0, 2.0, size=128) for _ in range(4)]
-    moments = _RunningMoments(window=512)
-    for chunk in chunks:
-        mean, std = moments.update(chunk)
-    together = np.concatenate(chunks)  # the window is full exactly now: the plain mean and std of all
-    assert mean == pytest.approx(together.mean()) and std == pytest.approx(together.std())
-    # past the window, each chunk weighs its share (128 / 512) of it
-    mean, _ = moments.update(np.full(128, 100.0))
-    assert mean == pytest.approx(together.mean() + 0.25 * (100.0 - together.mean()))
-
-
 def test_a_quiet_chunk_is_not_blown_up_to_unit_advantages_with_a_window(tmp_path):
     """Per-chunk normalisation divides a chunk's advantages by their own spread, noise included; with a
     window the divisor is the spread the last few thousand samples had."""
@@ -119,11 +105,34 @@ def test_a_quiet_chunk_is_not_blown_up_to_unit_advantages_with_a_window(tmp_path
     state = learner.state_dict()
     _, fresh = build(tmp_path, advantage_window=1024)
     fresh.load_state_dict(state)
-    assert fresh.advantage_stats.state() == learner.advantage_stats.state()
+    assert_trees_equal(fresh.advantage_stats.state_dict(), learner.advantage_stats.state_dict())
     del state["advantage_stats"]  # a checkpoint from before the setting still loads
     _, old = build(tmp_path, advantage_window=1024)
     old.load_state_dict(state)
-    assert old.advantage_stats.seen == 0
+    assert old.advantage_stats.count == 0
+
+
+def test_checkpoints_with_the_first_form_of_the_window_state_load_into_the_normalizer(tmp_path):
+    """The series' appo-r2 runs checkpointed an exponential mean and mean square ({mean, square, seen});
+    they resume with the same statistics, and the next chunk weighs what it weighed before."""
+    rng = np.random.default_rng(3)
+    history = rng.normal(2.0, 3.0, size=700)
+    agent, learner = build(tmp_path, advantage_window=512)
+    state = learner.state_dict()
+    # the first form after 700 samples with a window of 512: the moments of the whole history
+    # stand in here for the exponential ones (the conversion reads them, whatever their history)
+    state["advantage_stats"] = {"mean": float(history.mean()), "square": float(np.square(history).mean()),
+                                "seen": 700}
+    learner.load_state_dict(state)
+    stats = learner.advantage_stats
+    assert stats.count == 512
+    assert float(stats.mean) == pytest.approx(history.mean()) and float(stats.var) == pytest.approx(history.var())
+    chunk = rng.normal(-4.0, 1.0, size=128)
+    stats.update(chunk)
+    weight = 128 / 512  # the first form's weight once seen > window
+    old_mean = history.mean() + weight * (chunk.mean() - history.mean())
+    old_square = np.square(history).mean() + weight * (np.square(chunk).mean() - np.square(history).mean())
+    assert float(stats.mean) == pytest.approx(old_mean) and float(stats.var) == pytest.approx(old_square - old_mean ** 2)
 
 
 # -- the strategy on stale chunks (an in-process pool that hands weights out late) -----------------

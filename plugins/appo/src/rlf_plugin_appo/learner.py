@@ -11,7 +11,7 @@ import torch
 from rlf_plugin_ppo.model import snapshot
 from torch import nn
 
-from rlf import BuildContext, Learner, StateTree
+from rlf import BuildContext, Learner, RunningNormalizer, StateTree
 from rlf.nn import set_threads
 from rlf.nn.torch_utils import load_optimizer_state, set_torch_rng_state, torch_rng_state
 
@@ -51,7 +51,10 @@ class APPOLearner(Learner):
         self.device = agent.device
         self.updates = 0
         self.env_steps = 0
-        self.advantage_stats = _RunningMoments(config.advantage_window)
+        # PPO normalises over a whole rollout (4,096 samples in the Mario preset); one APPO chunk is a
+        # few steps of two envs, whose own spread is mostly noise when nothing happened, so the window
+        # (when set) carries the mean and scale across chunks, forgetting the oldest.
+        self.advantage_stats = RunningNormalizer(clip=None, window=config.advantage_window or None)
         self.rng = np.random.default_rng(np.random.SeedSequence([context.seed, 2]))
         torch.manual_seed(context.seed)
         params = [p for network in agent.networks.values() for p in network.parameters()]
@@ -92,7 +95,8 @@ class APPOLearner(Learner):
         advantages = targets.advantages.reshape(count)
         scale = float(advantages.std())
         if config.normalize_advantages and config.advantage_window:
-            mean, scale = self.advantage_stats.update(advantages)
+            self.advantage_stats.update(advantages)
+            mean, scale = float(self.advantage_stats.mean), float(np.sqrt(self.advantage_stats.var))
             advantages = ((advantages - mean) / (scale + 1e-8)).astype(np.float32)
         elif config.normalize_advantages and count > 1:
             advantages = (advantages - advantages.mean()) / (scale + 1e-8)
@@ -167,7 +171,7 @@ class APPOLearner(Learner):
     def state_dict(self, include_replay: bool = True) -> StateTree:
         return {"optimizer": snapshot(self.optimizer.state_dict()), "updates": self.updates,
                 "env_steps": self.env_steps, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
-                "advantage_stats": self.advantage_stats.state()}
+                "advantage_stats": self.advantage_stats.state_dict()}
 
     def load_state_dict(self, state: StateTree) -> None:
         load_optimizer_state(self.optimizer, state["optimizer"], {"fused": self._fast_kernels or None})
@@ -175,8 +179,11 @@ class APPOLearner(Learner):
         self.env_steps = int(state["env_steps"])
         self.rng.bit_generator.state = state["rng"]
         set_torch_rng_state(state["torch_rng"])
-        if "advantage_stats" in state:  # checkpoints from before advantage_window have none
-            self.advantage_stats.load(state["advantage_stats"])
+        stats = state.get("advantage_stats")  # checkpoints from before advantage_window have none
+        if stats is not None and "seen" in stats:
+            stats = _from_moments(stats, self.config.advantage_window)
+        if stats is not None:
+            self.advantage_stats.load_state_dict(stats)
 
 
 @dataclass
@@ -187,28 +194,11 @@ class _Targets:
     rhos: np.ndarray
 
 
-class _RunningMoments:
-    """Mean and second moment of the advantages over about the last ``window`` samples: an exact
-    average until ``window`` samples were seen, then an exponential one in which each chunk weighs
-    its share of the window. PPO normalises over a whole rollout (4,096 samples in the Mario preset);
-    one APPO chunk is a few steps of two envs, whose own spread is mostly noise when nothing happened."""
-
-    def __init__(self, window: int):
-        self.window = window
-        self.mean = 0.0
-        self.square = 0.0
-        self.seen = 0
-
-    def update(self, values: np.ndarray) -> tuple[float, float]:
-        values = np.asarray(values, np.float64)
-        self.seen += values.size
-        weight = values.size / min(self.seen, max(self.window, values.size))
-        self.mean += weight * (float(values.mean()) - self.mean)
-        self.square += weight * (float(np.square(values).mean()) - self.square)
-        return self.mean, max(0.0, self.square - self.mean ** 2) ** 0.5
-
-    def state(self) -> dict[str, float | int]:
-        return {"mean": self.mean, "square": self.square, "seen": self.seen}
-
-    def load(self, state: dict) -> None:
-        self.mean, self.square, self.seen = float(state["mean"]), float(state["square"]), int(state["seen"])
+def _from_moments(state: StateTree, window: int) -> StateTree:
+    """The running normalizer's state from the first form of ``advantage_window``'s (the series' appo-r2
+    runs of 2026-12-03/04 wrote it): an exponential mean and mean square over min(seen, window)
+    samples, which are the normalizer's count, mean and M2 / count."""
+    count = float(min(int(state["seen"]), window) if window else int(state["seen"]))
+    mean = float(state["mean"])
+    variance = max(float(state["square"]) - mean ** 2, 0.0)
+    return {"count": count, "mean": np.array(mean), "m2": np.array(variance * count)}
