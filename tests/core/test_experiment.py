@@ -161,10 +161,12 @@ def test_a_variant_table_trains_the_algorithm_it_names_under_its_own_run_names(r
         "steps = 300\n[algorithms.pg-fast.algo]\nlr = 0.5\nrollout_steps = 8\n"
     experiment_file.write_text(text)
     experiment = load_experiment(experiment_file, only=["short/linear-pg-seed0", "short/pg-fast-*"])
-    assert [(r.name, r.algorithm, r.steps, r.config["algo"]["lr"]) for r in experiment.runs] == [
-        ("short/linear-pg-seed0", "linear-pg", 400, 0.1), ("short/pg-fast-seed0", "linear-pg", 300, 0.5)]
+    assert [(r.name, r.entry, r.algorithm, r.steps, r.config["algo"]["lr"]) for r in experiment.runs] == [
+        ("short/linear-pg-seed0", "linear-pg", "linear-pg", 400, 0.1),
+        ("short/pg-fast-seed0", "pg-fast", "linear-pg", 300, 0.5)]
     assert run_experiment(experiment, log=lambda line: None, registry=registry) == {
         "short/linear-pg-seed0": "trained", "short/pg-fast-seed0": "trained"}
+    assert "Budget linear-pg 400, pg-fast 300 env steps per run" in (tmp_path / "runs" / "compare.md").read_text()
     saved = json.loads((tmp_path / "runs" / "short" / "pg-fast-seed0" / "run.json").read_text())
     assert saved["config"]["run"]["algorithm"] == "linear-pg"
     # the two are one algorithm with different settings: two groups, each named by its difference

@@ -287,7 +287,7 @@ def write_report(experiment: Experiment, log: Callable[[str], None] = print) -> 
 
 
 def _budgets(experiment: Experiment) -> str:
-    per_algorithm = {run.name.split("/", 1)[1].rsplit("-seed", 1)[0]: run.steps for run in experiment.runs}
+    per_algorithm = {run.entry: run.steps for run in experiment.runs}
     if len(set(per_algorithm.values())) <= 1:
         return str(next(iter(per_algorithm.values()), experiment.steps))
     return ", ".join(f"{name} {steps}" for name, steps in per_algorithm.items())

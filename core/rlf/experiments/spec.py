@@ -78,6 +78,7 @@ DONE_FILE = "experiment.json"
 class PlannedRun:
     name: str                              # <setting>/<entry>-seed<N>
     setting: str
+    entry: str                             # its [algorithms.<entry>] table (a variant's own name)
     algorithm: str                         # the plugin that trains it
     seed: int
     config: dict[str, dict[str, Any]]
@@ -364,8 +365,8 @@ def load_experiment(path: Path, *, steps: int | None = None, seeds: Sequence[int
             for seed in dict.fromkeys(algo_seeds):
                 name = f"{setting}/{algorithm}-seed{seed}"
                 run_config = merge(config, {"run": {"steps": run_budget, "seed": int(seed)}})
-                planned.append(PlannedRun(name, setting, spec.algorithm or algorithm, int(seed), run_config, out_dir / name,
-                                          run_budget, until))
+                planned.append(PlannedRun(name, setting, algorithm, spec.algorithm or algorithm, int(seed), run_config,
+                                          out_dir / name, run_budget, until))
     if only:
         planned = [run for run in planned if any(fnmatch.fnmatchcase(run.name, p) for p in only)]
         if not planned:
