@@ -25,7 +25,6 @@ class ProbeConfig(OffPolicyConfig):
 
     fail_in_actor: bool = Field(False, description="Raise in act() inside actor processes.")
     rendezvous: str = Field("", description="Folder where actors meet before their first step.")
-    rendezvous_count: int = Field(0, description="How many actors must arrive before any steps.")
 
 
 class VersionAgent(Agent):
@@ -38,7 +37,7 @@ class VersionAgent(Agent):
         self.fail = config.fail_in_actor
         self.progress = 0
         self.rendezvous = Path(config.rendezvous) if config.rendezvous else None
-        self.rendezvous_count = config.rendezvous_count
+        self.actors = config.actors  # all of them meet
 
     def _meet(self):
         # On a loaded machine one forked actor can spend the whole budget before the others have
@@ -46,7 +45,7 @@ class VersionAgent(Agent):
         # strategy rather than of the scheduler.
         (self.rendezvous / f"actor-{self.seed}").touch()
         deadline = time.monotonic() + 120
-        while len(list(self.rendezvous.iterdir())) < self.rendezvous_count:
+        while len(list(self.rendezvous.iterdir())) < self.actors:
             if time.monotonic() > deadline:
                 raise TimeoutError("probe actors never all started")
             time.sleep(0.01)
@@ -131,8 +130,7 @@ def test_learner_sees_one_wide_vector_with_only_the_senders_rows_alive(probe_reg
     meet = tmp_path / "meet"
     meet.mkdir()
     algo = make(probe_registry, "probe", "gym:CartPole-v1", tmp_path / "run", "steps=3000", "num_envs=2",
-                "algo.actors=3", "algo.actor_sync_interval=200", f"algo.rendezvous='{meet}'",
-                "algo.rendezvous_count=3")
+                "algo.actors=3", "algo.actor_sync_interval=200", f"algo.rendezvous='{meet}'")
     algo.train()
     assert algo.counters["env_steps"] == 3000  # the budget is exact, whatever the actors ran ahead
     assert mp.active_children() == []
