@@ -275,6 +275,10 @@ class Algorithm:
         video = record is not None or tensorboard
         if episodes < 1:
             raise ConfigError("episodes must be at least 1")
+        if record:
+            from rlf.logging.video import check_video_path
+
+            check_video_path(Path(record))
         state = self._agent_state
         if self.strategy is not None and self.strategy.agent is not None:
             state = self.strategy.agent.state_dict()

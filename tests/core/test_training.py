@@ -159,6 +159,53 @@ def test_recording_writes_a_gif(registry, tmp_path):
         algo.evaluate(episodes=1, record=tmp_path / "line.avi")
 
 
+def test_a_video_that_cannot_be_written_is_refused_before_the_evaluation_plays(registry, tmp_path, monkeypatch):
+    import sys
+
+    import rlf.api
+
+    algo = make(registry, "tabular-q", "line", tmp_path, "steps=300")
+    algo.train()
+
+    def played(*args, **kwargs):
+        raise AssertionError("the evaluation played before refusing the video")
+
+    monkeypatch.setattr(rlf.api, "make_vector_env", played)
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    (tmp_path / "clips.gif").mkdir()
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # what an install without rlf[video] gives
+    for record, message in ((tmp_path / "notes.txt" / "play.gif", "notes.txt is a file, not a folder"),
+                            (tmp_path / "clips.gif", "it is a folder"),
+                            (tmp_path / "play.mp4", r"needs imageio and imageio-ffmpeg: pip install 'rlf\[video\]'"),
+                            (tmp_path / "play.avi", "use a .mp4 or .gif")):
+        with pytest.raises(rlf.ConfigError, match=message):
+            algo.evaluate(episodes=10, record=record)
+
+
+def test_a_failed_video_write_keeps_the_earlier_video(registry, tmp_path, monkeypatch):
+    from PIL import Image
+
+    algo = make(registry, "tabular-q", "line", tmp_path, "steps=300")
+    algo.train()
+    video = tmp_path / "line.gif"
+    algo.evaluate(episodes=1, record=video)
+    before = video.read_bytes()
+    real_save = Image.Image.save
+
+    def disk_full(self, fp, *args, **kwargs):
+        real_save(self, fp, *args, **kwargs)
+        with open(fp, "r+b") as half:  # the disk filled halfway through the file
+            half.truncate(len(before) // 2)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Image.Image, "save", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        algo.evaluate(episodes=1, record=video)
+    assert video.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.glob("*.gif")) == ["line.gif"]
+    assert not list(tmp_path.glob(".*partial*"))
+
+
 def test_the_core_runs_without_torch(tmp_path):
     import subprocess
     import sys
