@@ -25,13 +25,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from rlf.errors import EnvWorkerError
 from rlf.training.actors import ActorJob, ActorWorker
@@ -45,6 +44,7 @@ from .collector import (
     close_actors,
     connect,
     resolve_address,
+    revive,
 )
 from .config import RayCollectorConfig
 
@@ -213,39 +213,20 @@ class RayActorPool:
         return _owned(chunk)
 
     def _restart(self, actor: _Actor, error: BaseException | None) -> None:
-        """Waits for Ray to bring ``actor`` back and starts it on fresh episodes and the latest weights.
-
-        As in the collector: ``ActorUnavailableError`` is a death with restarts left, any other
-        ``RayActorError`` one past them; a restart counts when the actor answers as a new incarnation."""
+        """Waits for Ray to bring ``actor`` back and starts it on fresh episodes and the latest weights
+        (see ``revive``)."""
         actor.pending.clear()  # calls sent to the dead incarnation: lost, or answered with None
-        timeout = self.config.restart_timeout_s
-        deadline = time.monotonic() + timeout
-        while True:
-            if error is not None and not isinstance(error, ActorUnavailableError):
-                limit = self.config.max_restarts
-                raise EnvWorkerError(
-                    f"off-policy actor {actor.index} died for good after {actor.restarts} "
-                    f"restart{'' if actor.restarts == 1 else 's'} (collector.max_restarts={limit}): "
-                    f"{_first_line(error)}")
+
+        def start(timeout: float) -> None:
+            seed = actor.seed + RESTART_SEED_STRIDE * actor.restarts
             try:
-                place = ray.get(actor.handle.where.remote(), timeout=max(deadline - time.monotonic(), 0.001))
-                if place["incarnation"] != actor.where.get("incarnation"):
-                    actor.restarts += 1
-                    self.restarts += 1
-                    actor.where = place
-                seed = actor.seed + RESTART_SEED_STRIDE * actor.restarts
-                ray.get(actor.handle.start.remote(seed, self._weights), timeout=max(deadline - time.monotonic(), 0.001))
-                actor.version = self._version
-                return
-            except GetTimeoutError:
-                cause = _first_line(error) if error is not None else "restarted"
-                raise EnvWorkerError(
-                    f"off-policy actor {actor.index} was lost ({cause}) and did not come back within {timeout:g} s "
-                    f"(free now: {_free_resources()}); raise collector.restart_timeout_s or add nodes") from None
+                ray.get(actor.handle.start.remote(seed, self._weights), timeout=timeout)
             except RayTaskError as exc:
                 raise RuntimeError(f"off-policy actor failed: actor {actor.index}: {_cause(exc)}") from None
-            except RayActorError as exc:  # died again before it answered
-                error = exc
+            actor.version = self._version
+
+        _, reborn = revive(actor, error, self.config, f"off-policy actor {actor.index}", start)
+        self.restarts += reborn
 
 
 def _cause(error: RayTaskError) -> str:

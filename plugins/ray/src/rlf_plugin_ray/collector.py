@@ -27,8 +27,9 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import ray
@@ -47,6 +48,7 @@ from .config import PINNED_RAY, RayCollectorConfig
 RESTART_SEED_STRIDE = 1_000_003
 """A restarted actor's envs are seeded ``seed + index + stride * restarts``: fresh episodes, still
 reproducible, and (a prime far above any number of envs) never a seed another env had."""
+T = TypeVar("T")
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2
 """The private instance's object store. Step batches are copied out as they arrive, so it only holds
@@ -363,39 +365,16 @@ class RayVector(VectorEnv):
 
     # -- faults ----------------------------------------------------------------------------------
     def _restart(self, actor: _Actor, error: BaseException | None) -> AgentArrays:
-        """Waits for Ray to bring ``actor`` back and resets its envs; their observations.
+        """Waits for Ray to bring ``actor`` back and resets its envs; their observations (see ``revive``)."""
+        label = f"env actor {actor.index} (envs {actor.envs.start}-{actor.envs.stop - 1})"
 
-        Ray reports a death with restarts left as ``ActorUnavailableError`` and one past them (or a
-        restart whose envs failed to build) as ``ActorDiedError``; ``error`` is None when the actor had
-        already been restarted when the call reached it. A restart is counted when the actor answers
-        as a new incarnation, so a mere network hiccup is not one.
-        """
-        timeout = self.config.restart_timeout_s
-        deadline = time.monotonic() + timeout
-        while True:
-            if error is not None and not isinstance(error, ActorUnavailableError):
-                limit = self.config.max_restarts
-                raise EnvWorkerError(
-                    f"env actor {actor.index} (envs {actor.envs.start}-{actor.envs.stop - 1}) died for good after "
-                    f"{actor.restarts} restart{'' if actor.restarts == 1 else 's'} (collector.max_restarts={limit}):"
-                    f" {_first_line(error)}")
-            try:
-                remaining = max(deadline - time.monotonic(), 0.001)
-                place = ray.get(actor.handle.where.remote(), timeout=remaining)
-                if place["incarnation"] != actor.where.get("incarnation"):
-                    actor.restarts += 1
-                    self.restarts += 1
-                    actor.where = place
-                seed = None if self._seed is None else (
-                    self._seed + actor.envs.start + RESTART_SEED_STRIDE * actor.restarts)
-                return _owned(ray.get(actor.handle.reset.remote(seed), timeout=max(deadline - time.monotonic(), 0.001)))
-            except GetTimeoutError:
-                cause = _first_line(error) if error is not None else "restarted"
-                raise EnvWorkerError(
-                    f"env actor {actor.index} was lost ({cause}) and did not come back within {timeout:g} s (free "
-                    f"now: {_free_resources()}); raise collector.restart_timeout_s or add nodes") from None
-            except RayActorError as exc:  # died again before it answered
-                error = exc
+        def reset(timeout: float) -> AgentArrays:
+            seed = None if self._seed is None else self._seed + actor.envs.start + RESTART_SEED_STRIDE * actor.restarts
+            return _owned(ray.get(actor.handle.reset.remote(seed), timeout=timeout))
+
+        observations, reborn = revive(actor, error, self.config, label, reset)
+        self.restarts += reborn
+        return observations
 
     def _lost_step(self, actor: _Actor, obs: AgentArrays) -> StepBatch:
         """The step a dead actor never reported: its envs' episodes end there, dropped (see StepBatch)."""
@@ -444,6 +423,41 @@ def _owned(value: Any) -> Any:
                          walk(value.truncated), walk(value.alive), own(value.episode_ended), value.ended_envs,
                          own(value.reward_matrix), value.episode_metrics, value.final_frames)
     return walk(value)
+
+
+def revive(actor, error: BaseException | None, config: RayCollectorConfig, label: str,
+           resume: Callable[[float], T]) -> tuple[T, int]:
+    """Waits for Ray to bring a dead ``actor`` back, then ``resume(seconds left)`` on it: its result,
+    and the restarts to count (new incarnations seen: more than one when it died again meanwhile).
+
+    Ray reports a death with restarts left as ``ActorUnavailableError`` and one past them (or a
+    restart whose setup failed) as ``ActorDiedError``; ``error`` is None when the actor had already
+    been restarted when the call reached it. A restart counts only when the actor answers as a new
+    incarnation, so a mere network hiccup is not one; ``actor.restarts`` is updated before ``resume``
+    runs, so the resumed actor can seed from it. ``actor`` is either pool's: it has ``handle``,
+    ``where``, ``index`` and ``restarts``."""
+    timeout = config.restart_timeout_s
+    deadline = time.monotonic() + timeout
+    reborn = 0
+    while True:
+        if error is not None and not isinstance(error, ActorUnavailableError):
+            raise EnvWorkerError(
+                f"{label} died for good after {actor.restarts} restart{'' if actor.restarts == 1 else 's'} "
+                f"(collector.max_restarts={config.max_restarts}): {_first_line(error)}")
+        try:
+            place = ray.get(actor.handle.where.remote(), timeout=max(deadline - time.monotonic(), 0.001))
+            if place["incarnation"] != actor.where.get("incarnation"):
+                actor.restarts += 1
+                actor.where = place
+                reborn += 1
+            return resume(max(deadline - time.monotonic(), 0.001)), reborn
+        except GetTimeoutError:
+            cause = _first_line(error) if error is not None else "restarted"
+            raise EnvWorkerError(
+                f"{label} was lost ({cause}) and did not come back within {timeout:g} s (free now: "
+                f"{_free_resources()}); raise collector.restart_timeout_s or add nodes") from None
+        except RayActorError as exc:  # died again before it answered
+            error = exc
 
 
 def _first_line(error: BaseException) -> str:
