@@ -37,7 +37,14 @@ previous=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
 if grep -qiE '^FROM[[:space:]].*[[:space:]]AS[[:space:]]+build[[:space:]]*$' "$stage/$dockerfile"; then
   stage_tag="$tag-build-stage"
   trap 'docker rmi "$stage_tag" >/dev/null 2>&1 || true; rm -rf "$stage"' EXIT
+  # a run killed before its exit trap (a CI job stopped at its time limit) leaves the stage tagged; the new
+  # stage build takes the tag and would leave that image untagged for good
+  previous_stage=$(docker image inspect -f '{{.Id}}' "$stage_tag" 2>/dev/null || true)
   "${build[@]}" --target build -t "$stage_tag" "$stage"
+  current_stage=$(docker image inspect -f '{{.Id}}' "$stage_tag")
+  if [[ -n $previous_stage && $previous_stage != "$current_stage" ]]; then
+    docker rmi "$previous_stage" >/dev/null 2>&1 || true
+  fi
 fi
 "${build[@]}" -t "$tag" "$stage"
 current=$(docker image inspect -f '{{.Id}}' "$tag")

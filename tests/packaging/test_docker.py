@@ -48,6 +48,13 @@ def dangling_images() -> set[str]:
 @pytest.fixture(scope="module")
 def image() -> Iterator[dict]:
     before = dangling_images()
+    # What a build killed before its exit trap leaves (a CI job stopped at its time limit): the image and the
+    # build stage still tagged, to be untagged by this run's builds; they must go, not stay as <none>.
+    for stale in (IMAGE, f"{IMAGE}-build-stage"):
+        planted = subprocess.run(["docker", "build", "--network", "host", "-t", stale, "-"], capture_output=True,
+                                 text=True, timeout=300,
+                                 input=f"FROM debian:bookworm-slim\nLABEL rlf.test.stale={secrets.token_hex(8)}\n")
+        assert planted.returncode == 0, planted.stderr
     # twice: a rebuild must remove what the first build's image became (untagged) as well as its build stage
     for _ in range(2):
         build = subprocess.run(["bash", str(ROOT / "scripts" / "docker_build.sh"), IMAGE], capture_output=True,
