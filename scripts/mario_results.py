@@ -4,7 +4,8 @@
 
 Writes, between the page's ``<!-- series:begin -->`` and ``<!-- series:end -->`` markers: per setting the
 training table (last 100 episodes of each run, mean and IQM with 95 % bootstrap CIs, `rlf compare`'s
-numbers), the flags reached over all training episodes, the evaluation tables of the runs evaluated so
+numbers; the game-reward tables show the random policy's no-reward runs as their floor), the flags
+reached over all training episodes, the evaluation tables of the runs evaluated so
 far, the 84-vs-42 input-size A/B over the env steps both arms have, and APPO against PPO over the env
 steps all their seeds have (issue 25). Curves over env steps and
 over wall hours go to docs/results/mario-1-1-<setting>-{steps,wall}.png. Everything else on the page
@@ -24,6 +25,7 @@ from rlf.experiments.results import bootstrap_ci, compare, find_runs, format_tab
 from rlf.experiments.spec import FINAL_EVAL_FILES, FINAL_EVAL_SOURCES
 
 METRICS = ["x_pos_max", "flag"]
+FLOOR = "random"
 BEGIN, END = "<!-- series:begin -->", "<!-- series:end -->"
 
 
@@ -83,17 +85,35 @@ def per_step_comparison(setting_dir: Path, base: str, other: str, last: int = 10
     return lines + [""]
 
 
+def setting_paths(runs_dir: Path, setting: str) -> list[Path]:
+    """The run directories whose rows a setting's tables and curves show. The game-reward ones include
+    the random policy's no-reward runs as the floor (issue 26: DQN against random): a random policy never
+    reads the reward, and the two settings' reward wrappers end episodes alike, so its furthest x and flags
+    are what a game-reward random run would measure; running it twice would only spend emulator hours."""
+    def runs_in(directory: Path, pattern: str) -> list[Path]:
+        return [p for p in sorted(directory.glob(pattern)) if (p / "run.json").is_file()]
+
+    paths = runs_in(runs_dir / setting, "*-seed*")
+    if setting == "game" and paths and not runs_in(runs_dir / setting, f"{FLOOR}-seed*"):
+        paths += runs_in(runs_dir / "none", f"{FLOOR}-seed*")
+    return paths
+
+
 def section(runs_dir: Path, ab_dir: Path | None, out_dir: Path) -> str:
     lines = [f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python scripts/mario_results.py` "
              f"from `{runs_dir}`.", ""]
     for setting in ("game", "none"):
-        paths = [p for p in sorted((runs_dir / setting).glob("*-seed*")) if (p / "run.json").is_file()]
+        paths = setting_paths(runs_dir, setting)
         if not paths:
             continue
         runs = find_runs(paths)
         title = "Game reward (shaped)" if setting == "game" else "No extrinsic reward"
         lines += [f"### {title}: training episodes, the last 100 of each run", "",
                   format_table(compare(runs, METRICS, "train", 100), METRICS), ""]
+        if any(p.parent.name != setting for p in paths):
+            lines += [f"The {FLOOR} rows here are the no-reward setting's {FLOOR} runs, the floor of both "
+                      "tables: a random policy does not read the reward, and episodes end the same way in "
+                      "both settings.", ""]
         lines += ["Flags over all training episodes: " + "; ".join(
             f"{run.path.name} {reached} of {episodes}" + (f" (first at env step {first:,})" if first else "")
             for run in runs for reached, episodes, first in [flags(run.path)]) + ".", ""]

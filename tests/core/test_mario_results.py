@@ -52,3 +52,27 @@ def test_a_page_without_markers_is_refused_and_left_as_it_was(tmp_path, capsys):
     assert mario_results.main(["--runs", str(tmp_path / "runs"), "--page", str(page)]) == 2
     assert "no <!-- series:begin -->" in capsys.readouterr().err
     assert page.read_text() == "# results\n"
+
+
+def test_game_tables_take_the_random_floor_from_the_no_reward_runs(tmp_path):
+    runs = tmp_path / "runs"
+    for name in ("game/dqn-seed0", "game/ppo-seed0", "none/random-seed0", "none/random-seed1", "none/ppo-seed0",
+                 "none/knn-seed0"):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "run.json").write_text("{}")
+    (runs / "none" / "knn-seed1").mkdir()  # not started yet: no run.json, no row
+    game = [p.relative_to(runs).as_posix() for p in mario_results.setting_paths(runs, "game")]
+    none = [p.relative_to(runs).as_posix() for p in mario_results.setting_paths(runs, "none")]
+    assert game == ["game/dqn-seed0", "game/ppo-seed0", "none/random-seed0", "none/random-seed1"]
+    assert none == ["none/knn-seed0", "none/ppo-seed0", "none/random-seed0", "none/random-seed1"]
+    # game-reward random runs of its own, once there are any, are the floor instead of the borrowed ones
+    (runs / "game" / "random-seed0").mkdir()
+    (runs / "game" / "random-seed0" / "run.json").write_text("{}")
+    game = [p.relative_to(runs).as_posix() for p in mario_results.setting_paths(runs, "game")]
+    assert game == ["game/dqn-seed0", "game/ppo-seed0", "game/random-seed0"]
+
+
+def test_no_game_table_without_a_game_run(tmp_path):
+    (tmp_path / "none" / "random-seed0").mkdir(parents=True)
+    (tmp_path / "none" / "random-seed0" / "run.json").write_text("{}")
+    assert mario_results.setting_paths(tmp_path, "game") == []
