@@ -30,6 +30,25 @@ ACTOR_SEED_STRIDE = 104_729
 QUEUE_POLL_S = 1.0
 
 
+class StopFlag:
+    """A stop request from a parent to the processes it forked, read and written without a lock.
+
+    ``multiprocessing.Event`` takes a lock shared with every child on each ``is_set()``: a child killed
+    (SIGKILL, the out-of-memory killer) inside that call holds it for good, and the parent's ``set()``
+    then blocks forever (an APPO run hung in its pool's close() that way after its actor-kill test). One
+    byte of shared memory is written and read whole, so nothing a child dies holding can stop the parent.
+    """
+
+    def __init__(self, ctx) -> None:
+        self._value = ctx.RawValue("b", 0)
+
+    def set(self) -> None:
+        self._value.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self._value.value)
+
+
 @dataclass
 class ActorJob:
     """What an actor pool needs to start a run's actors; picklable, to ship to other machines."""

@@ -23,6 +23,7 @@ from rlf.training.actors import (
     QUEUE_POLL_S,
     ActorJob,
     ActorPool,
+    StopFlag,
     _drain,
     _run_actor,
 )
@@ -116,7 +117,7 @@ class OffPolicyStrategy(BaseStrategy):
         # fork, as the async on-policy workers do: actors get the builders without pickling them
         ctx = mp.get_context("fork")
         self._reports = ctx.Queue(maxsize=2 * count)
-        self._stop = ctx.Event()
+        self._stop = StopFlag(ctx)
         self._weight_queues = []
         # each actor stamps time.monotonic() (one clock for all processes) here as it makes progress
         self._heartbeats = ctx.Array("d", [time.monotonic()] * count, lock=False)

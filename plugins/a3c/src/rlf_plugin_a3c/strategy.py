@@ -24,6 +24,7 @@ import traceback
 import rlf
 from rlf.envs import exit_description
 from rlf.errors import EnvWorkerError
+from rlf.training.actors import StopFlag
 
 from .config import AsyncWorkersConfig
 
@@ -47,7 +48,7 @@ class AsyncWorkersStrategy(rlf.OnPolicyStrategy):
     def _start_workers(self, count: int) -> None:
         ctx = mp.get_context("fork")  # workers inherit the learner's shared-memory model
         self.reports = ctx.Queue(maxsize=4 * count)
-        self.stop_event = ctx.Event()
+        self.stop_event = StopFlag(ctx)
         # Workers claim env steps from this allowance before each rollout, so all of them together
         # collect (and learn from) exactly the budget the Trainer asks for, not a queue's worth more.
         self.allowance = ctx.Value("q", 0)

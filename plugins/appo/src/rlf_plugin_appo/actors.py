@@ -27,7 +27,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from rlf.envs import exit_description
-from rlf.training.actors import ActorJob, ActorWorker
+from rlf.training.actors import ActorJob, ActorWorker, StopFlag
 
 POLL_S = 0.5
 RESTART_SEED_STRIDE = 15_485_863
@@ -64,7 +64,7 @@ class LocalActorPool:
         self.reasons: list[str] = []
         self._weights = job.weights
         self._ctx = mp.get_context("fork")  # actors get the builders and the job without pickling them
-        self._stop = self._ctx.Event()
+        self._stop = StopFlag(self._ctx)
         self._beats = self._ctx.Array("d", [time.monotonic()] * job.count, lock=False)
         self._rotation = 0
         self._next_check = 0.0
