@@ -5,8 +5,12 @@
 
 save copies, per run directory, what a resume needs and what the results page reads: the latest
 checkpoint, run.json, the CSV logs and rlf's ownership files (no TensorBoard events, no older
-checkpoints: a 42-px PPO run is ~1.5 MB). restore copies them back into a runs directory that does not
-hold those runs yet; `rlf experiment FILE` then resumes each from its checkpoint. A run already
+checkpoints: a 42-px PPO run is ~1.5 MB). The checkpoint's members are deflated in the copy: rlf writes
+them stored (fast to save every few minutes), and a DQN replay of 50k Mario frames is 105 MB stored but
+about 13 MB deflated, which is what a repository can carry (rlf loads both forms).
+A run whose files the snapshot already holds is left alone, so a commit of the snapshot changes
+only the runs that moved on. restore copies them back into a runs directory that does not hold those
+runs yet; `rlf experiment FILE` then resumes each from its checkpoint. A run already
 present in --runs is never overwritten (its own checkpoint may be newer).
 """
 
@@ -15,6 +19,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import zipfile
+import zlib
 from pathlib import Path
 
 KEEP = ("checkpoint.rlf", "run.json", "metrics.csv", "episodes.csv", "eval.csv", "experiment.json",
@@ -22,18 +28,60 @@ KEEP = ("checkpoint.rlf", "run.json", "metrics.csv", "episodes.csv", "eval.csv",
         ".rlf-files.json")
 
 
+# Below rlf's own zip-bomb cap for one member (rlf.storage.checkpoint.Limits.max_compression_ratio, 50):
+# a member that would deflate further (a replay's mostly-zero flags) stays stored, so the copy always loads.
+MAX_RATIO = 40.0
+
+
+def deflate_checkpoint(source: Path, target: Path) -> None:
+    """Copy a checkpoint with each member deflated, where that keeps it loadable; same names, same order."""
+    partial = target.with_name(f".{target.name}.partial")
+    with zipfile.ZipFile(source) as archive, zipfile.ZipFile(partial, "w") as out:
+        for info in archive.infolist():
+            data = archive.read(info)
+            member = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            member.compress_type = zipfile.ZIP_DEFLATED
+            deflate = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)  # zipfile's own settings
+            packed = len(deflate.compress(data)) + len(deflate.flush())
+            if len(data) > packed * MAX_RATIO or packed >= len(data):
+                member.compress_type = zipfile.ZIP_STORED
+            out.writestr(member, data)
+    partial.replace(target)
+
+
 def run_dirs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/*/run.json") if not p.parent.name.startswith("."))
 
 
-def copy_run(source: Path, target: Path) -> int:
+def same_file(source: Path, target: Path) -> bool:
+    """Whether ``target`` already holds ``source``: for a checkpoint, the same structure.json (its
+    counters, save time and every scalar; the deflated copy keeps it byte for byte), else the same bytes."""
+    if not target.is_file():
+        return False
+    if source.name == "checkpoint.rlf":
+        with zipfile.ZipFile(source) as one, zipfile.ZipFile(target) as other:
+            return one.read("structure.json") == other.read("structure.json")
+    return source.stat().st_size == target.stat().st_size and source.read_bytes() == target.read_bytes()
+
+
+def copy_run(source: Path, target: Path, deflate: bool) -> tuple[int, int]:
+    """Copy what a resume and the results page need; a file the target already holds is left as it is
+    (so a repository's snapshot commit changes only the runs that moved on). (bytes written, files)"""
     target.mkdir(parents=True, exist_ok=True)
-    size = 0
+    size = files = 0
     for name in KEEP:
-        if (source / name).is_file():
+        if not (source / name).is_file():
+            (target / name).unlink(missing_ok=True)  # the snapshot's copy of a file the run no longer has
+            continue
+        if same_file(source / name, target / name):
+            continue
+        if deflate and name == "checkpoint.rlf":
+            deflate_checkpoint(source / name, target / name)
+        else:
             shutil.copy2(source / name, target / name)
-            size += (source / name).stat().st_size
-    return size
+        size += (target / name).stat().st_size
+        files += 1
+    return size, files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,10 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "restore" and (destination / "run.json").exists():
             print(f"{relative}: already in {target}, left as it is")
             continue
-        if args.action == "save" and destination.exists():
-            shutil.rmtree(destination)  # the snapshot's own copy, replaced by the newer one
-        size = copy_run(run, destination)
-        print(f"{relative}: {size / 1e6:.1f} MB -> {destination}")
+        size, files = copy_run(run, destination, deflate=args.action == "save")
+        print(f"{relative}: {files} file(s), {size / 1e6:.1f} MB -> {destination}" if files else
+              f"{relative}: unchanged")
     return 0
 
 

@@ -80,3 +80,20 @@ def test_restore_fills_a_fresh_runs_directory_and_leaves_a_present_run_alone(tmp
 def test_nothing_to_save_is_an_error_naming_the_directory(tmp_path, capsys):
     assert series_snapshot.main(["save", "--runs", str(tmp_path / "none"), "--to", str(tmp_path / "snap")]) == 2
     assert f"no runs (*/*/run.json) under {tmp_path / 'none'}" in capsys.readouterr().err
+
+
+def test_a_second_save_rewrites_only_the_runs_that_moved_on(tmp_path, capsys):
+    runs, snap = tmp_path / "runs", tmp_path / "snap"
+    make_run(runs / "game" / "dqn-seed0")
+    state = make_run(runs / "game" / "dqn-seed1")
+    series_snapshot.main(["save", "--runs", str(runs), "--to", str(snap)])
+    kept = snap / "game" / "dqn-seed0" / "checkpoint.rlf"
+    before = kept.stat().st_mtime_ns
+    state["counters"]["env_steps"] = 81920  # seed 1 trained on and checkpointed
+    ckpt.save(runs / "game" / "dqn-seed1" / "checkpoint.rlf", state)
+    capsys.readouterr()
+    assert series_snapshot.main(["save", "--runs", str(runs), "--to", str(snap)]) == 0
+    out = capsys.readouterr().out
+    assert "game/dqn-seed0: unchanged" in out and "game/dqn-seed1: 1 file(s)" in out
+    assert kept.stat().st_mtime_ns == before
+    assert ckpt.load(snap / "game" / "dqn-seed1" / "checkpoint.rlf")["counters"]["env_steps"] == 81920
