@@ -3,8 +3,9 @@
 #
 #   scripts/docker_build.sh [TAG] [DOCKERFILE]     defaults: rlf, docker/Dockerfile
 #
-# It stages a clean build context (the files git tracks or would track, plus wheelhouse/) because the
-# legacy builder ignores docker/Dockerfile.dockerignore and would upload .tox/ and .venv/ whole, and it
+# It stages a clean build context (the files git tracks or would track, plus wheelhouse/, with the
+# Dockerfile's ignore file as .dockerignore) because the legacy builder ignores docker/Dockerfile.dockerignore
+# and would upload .tox/ and .venv/ whole, and it
 # passes --build-arg OFFLINE=1 --network host (no package index inside the build; host networking is
 # what the engine here supports). With network access a plain `docker build -f docker/Dockerfile -t rlf .`
 # does the same job (docs/DOCKER.md).
@@ -27,6 +28,9 @@ git ls-files -z --cached --others --exclude-standard \
   | xargs -0 -r cp --parents -t "$stage"
 mkdir -p "$stage/wheelhouse"
 cp -l "$wheelhouse"/*.whl "$stage/wheelhouse/" 2>/dev/null || cp "$wheelhouse"/*.whl "$stage/wheelhouse/"
+# The Dockerfile's own ignore file, under the one name the legacy builder reads, so the engine is sent
+# only what the build reads (not docs/, tests or the experiment snapshots); BuildKit reads it as it is.
+if [[ -f $dockerfile.dockerignore ]]; then cp "$dockerfile.dockerignore" "$stage/.dockerignore"; fi
 echo "docker_build: context $(du -sh "$stage" | cut -f1); building $dockerfile as $tag" >&2
 build=(docker build --network host --build-arg OFFLINE=1 -f "$stage/$dockerfile")
 previous=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)

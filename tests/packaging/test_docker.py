@@ -62,7 +62,8 @@ def image() -> Iterator[dict]:
         assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
     inspected = docker("image", "inspect", IMAGE)
     assert inspected.returncode == 0, inspected.stderr
-    yield {**json.loads(inspected.stdout)[0], "dangling_left": sorted(dangling_images() - before)}
+    yield {**json.loads(inspected.stdout)[0], "dangling_left": sorted(dangling_images() - before),
+           "build_log": build.stdout + build.stderr}
     docker("rmi", IMAGE, timeout=300)
 
 
@@ -70,6 +71,22 @@ def test_building_twice_leaves_no_untagged_images_behind(image: dict):
     # each CI run used to leave 4.3 GB of untagged images (the build stage and the previous image) until the
     # disk filled up
     assert image["dangling_left"] == [], f"the builds left untagged images: {image['dangling_left']}"
+
+
+def tree_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def test_the_engine_receives_only_what_the_build_reads(image: dict):
+    # the legacy builder sent every tracked file (docs, tests, 150 MB of experiment snapshots) until the
+    # staged context carried the Dockerfile's ignore file as .dockerignore
+    sent = re.findall(r"Sending build context to Docker daemon\s+([\d.]+)\s*([kMG]?B)", image["build_log"])
+    assert sent, image["build_log"][-2000:]
+    scale = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+    size = max(float(value) * scale[unit] for value, unit in sent)
+    wheelhouse = Path(os.environ.get("RLF_WHEELHOUSE", ROOT / "wheelhouse"))
+    admitted = sum(tree_bytes(ROOT / name) for name in ("core", "plugins")) + tree_bytes(wheelhouse)
+    assert 0.5 * tree_bytes(wheelhouse) < size <= admitted + 2e6, (size, admitted)
 
 
 @pytest.fixture(scope="module")
