@@ -22,16 +22,19 @@ def dqn(env, tmp_path, *settings, registry=None):
 
 
 def test_dqn_learns_cartpole_from_two_ray_actors(local_ray, tmp_path):
-    # DQN's defaults; greedy evaluations every 1,000 steps
-    algo = dqn("gym:CartPole-v1", tmp_path, "steps=4000", "seed=1", "algo.actors=2", "vector=ray",
+    # DQN's defaults; greedy evaluations every 1,000 steps. The actors run free, so which weights
+    # collect which chunk depends on timing and no seed fixes the outcome: the budget leaves room.
+    algo = dqn("gym:CartPole-v1", tmp_path, "steps=6000", "seed=1", "algo.actors=2", "vector=ray",
                "algo.torch_threads=1", "eval_interval=1000", "eval_episodes=5")
     algo.train()
     learner = algo.strategy.learner
-    assert learner.env_steps == 4000 and learner.train_steps > 2000
+    assert learner.env_steps == 6000 and learner.train_steps > 4000
     assert mp.active_children() == []  # no local actor processes: the actors were Ray's
-    # random play balances ~22 steps. Measured best evaluation by 4,000 steps, seeds 0/1/2: 207/199/151
+    # Random play balances ~22 steps. At 4,000 steps a loaded CI run once peaked at 91.6 (quiet runs of
+    # seeds 0-5: 167-450). By 6,000 steps, seeds 0-9 peaked at 165-293 quiet,
+    # and seeds 1, 2, 10-12 at 197-358 beside four busy loops on the 2 cores.
     evaluations = [row["return"] for row in read_csv(tmp_path / "eval.csv")]
-    assert len(evaluations) == 4 and max(evaluations) >= 100, evaluations
+    assert len(evaluations) == 6 and max(evaluations) >= 100, evaluations
 
 
 def test_lockstep_ray_actors_hand_the_learner_what_local_actors_hand_it(local_ray, tmp_path):
