@@ -1,5 +1,6 @@
 """SIGTERM (``kill``, ``docker stop``, a Kubernetes eviction) stops training as Ctrl-C does, in the process
-that trains; processes it forked die of the signal as they would without rlf, with no traceback."""
+that trains; processes it forked die of the signal as they would without rlf, with no traceback. While a
+callback (a logger) runs, either signal waits for it to return; a second one does not wait."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import time
 
 import pytest
 
-from rlf.training.trainer import sigterm_as_interrupt
+import rlf
+from rlf import Callback
+from rlf.storage import checkpoint as ckpt
+from rlf.training.trainer import Interrupted, sigterm_as_interrupt
 
 
 def _wait_for_sigterm() -> None:
@@ -31,3 +35,50 @@ def test_sigterm_interrupts_the_trainer_and_a_forked_child_dies_of_it_quietly(ca
             time.sleep(5)  # the handler runs between bytecodes, at the latest here
     assert signal.getsignal(signal.SIGTERM) is before
     assert "Traceback" not in capfd.readouterr().err
+
+
+class _SignalsItself(Callback):
+    """At its first metrics row, sends itself ``signals`` and then works on: a held signal lets the work
+    finish (``finished``), one raised at once cuts it short."""
+
+    def __init__(self, *signals: int):
+        self.signals, self.finished, self.rows = signals, False, 0
+
+    def on_log(self, trainer, metrics):
+        self.rows += 1
+        if self.rows > 1:
+            return
+        for signum in self.signals:
+            os.kill(os.getpid(), signum)
+        time.sleep(0.5)  # where a library's lock or queue would be in the middle of its work
+        self.finished = True
+
+
+def _train(registry, tmp_path, callback):
+    algo = rlf.make("tabular-q", "line", registry=registry, overrides=[
+        "progress=false", f"run_dir='{tmp_path}'", "seed=3", "steps=100000", "log_interval=64",
+        "checkpoint_interval=0"])
+    with pytest.raises(Interrupted, match="interrupted at env step 64;"):
+        algo.train(callbacks=[callback])
+    return ckpt.load(tmp_path / "checkpoint.rlf")["counters"]["env_steps"]
+
+
+def test_sigterm_in_a_callback_is_held_until_the_callback_returns(registry, tmp_path):
+    callback = _SignalsItself(signal.SIGTERM)
+    with sigterm_as_interrupt():
+        assert _train(registry, tmp_path, callback) == 64
+    assert callback.finished and callback.rows == 1  # it ran to its end, and no step came after
+
+
+def test_ctrl_c_in_a_callback_is_held_too_and_python_s_handler_comes_back(registry, tmp_path):
+    callback = _SignalsItself(signal.SIGINT)
+    assert _train(registry, tmp_path, callback) == 64
+    assert callback.finished and callback.rows == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_second_signal_interrupts_a_callback_at_once(registry, tmp_path):
+    callback = _SignalsItself(signal.SIGTERM, signal.SIGTERM)
+    with sigterm_as_interrupt():
+        assert _train(registry, tmp_path, callback) == 64  # the checkpoint is still written
+    assert not callback.finished

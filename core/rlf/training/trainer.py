@@ -9,6 +9,7 @@ import os
 import random
 import re
 import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -27,11 +28,58 @@ from rlf.logging.means import average_metrics, episode_means
 from rlf.training.strategy import TrainStrategy
 
 
+class _Shield:
+    """Where an interrupt may land. Python raises KeyboardInterrupt between any two bytecodes, and one raised
+    inside a library's thread or queue code (tensorboardX's writer, a multiprocessing queue's feeder) can leave
+    a lock held or a wake-up lost: measured, 1 run in ~100 then hung for good in the logger's close(). So while
+    the Trainer's own code runs (callbacks, loggers, checkpoints, teardown) a signal is held and raised as the
+    block ends; inside the strategy's step, where the time goes, it is raised at once as before. A second
+    signal while one is held is raised at once: a stuck callback can still be interrupted."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending = False
+        self.owner = os.getpid()  # a forked child (an env worker) copies the depth it was forked at: not its own
+
+    def interrupt(self, signum: int, frame: Any) -> None:
+        if self.depth and not self.pending and os.getpid() == self.owner:
+            self.pending = True
+            return
+        self.pending = False
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> None:
+        self.depth += 1
+
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.pending and kind is None:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def handling(self):
+        """Around the code that handles an interrupt or ends the run: a signal is held, then dropped (the
+        run is stopping anyway; a second one still interrupts at once)."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            if self.depth == 0:
+                self.pending = False
+
+
+# Signal handlers run in the main thread only, so one shield per process serves every Trainer.
+_SHIELD = _Shield()
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt():
-    """While inside: SIGTERM raises KeyboardInterrupt in this process, so a `kill` saves a checkpoint as Ctrl-C
-    does. Processes forked meanwhile (env workers, a plugin's actors) inherit the handler; in them SIGTERM keeps
-    its default, else every child a plugin stops with terminate() would print a KeyboardInterrupt traceback."""
+    """While inside: SIGTERM raises KeyboardInterrupt in this process (held while the Trainer's own code runs,
+    see `_Shield`), so a `kill` saves a checkpoint as Ctrl-C does. Processes forked meanwhile (env workers, a
+    plugin's actors) inherit the handler; in them SIGTERM keeps its default, else every child a plugin stops
+    with terminate() would print a KeyboardInterrupt traceback."""
     owner = os.getpid()
 
     def handler(signum, frame):
@@ -39,13 +87,28 @@ def sigterm_as_interrupt():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
             return
-        raise KeyboardInterrupt
+        _SHIELD.interrupt(signum, frame)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _sigint_shielded():
+    """Ctrl-C under the same rule as SIGTERM while training, where Python's own handler is in place (a host
+    with its own, a notebook kernel say, keeps it) and this is the main thread (the only one that may set one)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    signal.signal(signal.SIGINT, _SHIELD.interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Interrupted(Exception):
@@ -146,8 +209,9 @@ class Trainer:
     def emit(self, event: str, *args: Any) -> None:
         """Call ``event`` (``"on_eval"``...) on every callback; a callback's error stops training, as
         one line naming a plugin's callback (see ``api.Algorithm._callbacks``)."""
-        for callback in self.callbacks:
-            _call(callback, event, getattr(callback, event), self, *args)
+        with _SHIELD:
+            for callback in self.callbacks:
+                _call(callback, event, getattr(callback, event), self, *args)
 
     def request_stop(self, reason: str) -> None:
         """Stop after the current step (the final metrics row and checkpoint are still written)."""
@@ -161,13 +225,18 @@ class Trainer:
         if name is not None and (not isinstance(name, str) or not _CHECKPOINT_NAME.fullmatch(name)):
             raise ValueError(f"trainer.checkpoint(name): {name!r} is not a checkpoint file name; give a plain "
                              "file name in the run directory ending in .rlf, such as 'best.rlf'")
-        state = self._state()
-        path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
-        if path is not None:
-            self.emit("on_checkpoint", Path(path))
+        with _SHIELD:
+            state = self._state()
+            path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
+            if path is not None:
+                self.emit("on_checkpoint", Path(path))
         return path
 
     def train(self) -> dict[str, float]:
+        with _sigint_shielded():
+            return self._train()
+
+    def _train(self) -> dict[str, float]:
         run, counters = self.run, self.counters
         pending = self._pending
         if self._next_log is None:
@@ -221,7 +290,8 @@ class Trainer:
         except KeyboardInterrupt:
             if not ready:
                 raise
-            self.checkpoint()
+            with _SHIELD.handling():
+                self.checkpoint()
             raise Interrupted(f"interrupted at env step {counters['env_steps']}; checkpoint saved, "
                               f"continue with: rlf train --resume {self.run_dir}") from None
         except PluginRunError as exc:
@@ -230,12 +300,13 @@ class Trainer:
             raise
         finally:
             failure = None
-            for callback in self.callbacks:
-                try:
-                    _call(callback, "close", callback.close)
-                except PluginRunError as exc:  # every callback is closed; the first failure is reported
-                    failure = failure or exc
-            self.strategy.teardown()
+            with _SHIELD.handling():
+                for callback in self.callbacks:
+                    try:
+                        _call(callback, "close", callback.close)
+                    except PluginRunError as exc:  # every callback is closed; the first failure is reported
+                        failure = failure or exc
+                self.strategy.teardown()
             if failure is not None and finished:
                 raise failure
         return summary
