@@ -13,6 +13,7 @@ import pytest
 
 import rlf
 from rlf import Callback
+from rlf.logging.callbacks import PeriodicEval
 from rlf.storage import checkpoint as ckpt
 from rlf.training.trainer import Interrupted, sigterm_as_interrupt
 
@@ -82,3 +83,17 @@ def test_a_second_signal_interrupts_a_callback_at_once(registry, tmp_path):
     with sigterm_as_interrupt():
         assert _train(registry, tmp_path, callback) == 64  # the checkpoint is still written
     assert not callback.finished
+
+
+def test_an_evaluation_is_interrupted_at_once(registry, tmp_path):
+    played = []
+
+    def evaluate(episodes):  # episodes that would take a while
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+        played.append(episodes)
+        return {"return": 1.0}
+
+    with sigterm_as_interrupt():
+        assert _train(registry, tmp_path, PeriodicEval(64, 3, evaluate)) == 64
+    assert played == []

@@ -119,7 +119,8 @@ class PeriodicEval(Callback):
 
     def _run(self, trainer: Trainer) -> None:
         steps = trainer.counters["env_steps"]
-        metrics = {**self.evaluate(self.episodes), "env_step": steps}
+        with trainer.interruptible():  # episodes can take minutes (Mario): Ctrl-C must not wait for them
+            metrics = {**self.evaluate(self.episodes), "env_step": steps}
         self.last_eval = steps
         trainer.emit("on_eval", metrics)
         score = metrics.get(self.metric)

@@ -58,6 +58,19 @@ class _Shield:
             raise KeyboardInterrupt
 
     @contextlib.contextmanager
+    def lifted(self):
+        """Inside a held block, a stretch where a signal is raised at once again (and one held is raised
+        on entry)."""
+        depth, self.depth = self.depth, 0
+        try:
+            if self.pending:
+                self.pending = False
+                raise KeyboardInterrupt
+            yield
+        finally:
+            self.depth = depth
+
+    @contextlib.contextmanager
     def handling(self):
         """Around the code that handles an interrupt or ends the run: a signal is held, then dropped (the
         run is stopping anyway; a second one still interrupts at once)."""
@@ -142,8 +155,9 @@ class Trainer:
     What callbacks read: ``counters`` (``env_steps``, ``iterations``, ``episodes``), ``run`` (the
     ``RunConfig``), ``run_dir``, ``recent`` (the last 100 episode rows), ``latest`` (the last step's
     metrics) and ``resume`` (an ``rlf.Resume`` on a resumed run). What they may call:
-    ``request_stop(reason)`` (the run ends after the current step, with a final checkpoint) and
-    ``checkpoint(name)`` (a named checkpoint in the run directory, e.g. ``"best.rlf"``)."""
+    ``request_stop(reason)`` (the run ends after the current step, with a final checkpoint),
+    ``checkpoint(name)`` (a named checkpoint in the run directory, e.g. ``"best.rlf"``) and
+    ``interruptible()`` (around long work that Ctrl-C may cut short)."""
 
     def __init__(self, strategy: TrainStrategy, run: RunConfig, run_dir: Path,
                  save_checkpoint: Callable[..., Path | None], counters: dict[str, int] | None = None,
@@ -212,6 +226,12 @@ class Trainer:
         with _SHIELD:
             for callback in self.callbacks:
                 _call(callback, event, getattr(callback, event), self, *args)
+
+    def interruptible(self) -> contextlib.AbstractContextManager[None]:
+        """For a callback's long work that may be cut short, such as an evaluation's episodes: a Ctrl-C or
+        SIGTERM inside is raised at once, as inside a strategy's step. Elsewhere in a callback it waits
+        until the callback returns, so a library's lock or queue is never left half-used."""
+        return _SHIELD.lifted()
 
     def request_stop(self, reason: str) -> None:
         """Stop after the current step (the final metrics row and checkpoint are still written)."""
