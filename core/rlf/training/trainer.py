@@ -37,12 +37,14 @@ class _Shield:
     signal while one is held is raised at once: a stuck callback can still be interrupted."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self.depth = 0
         self.pending = False
-        self.owner = os.getpid()  # a forked child (an env worker) copies the depth it was forked at: not its own
 
     def interrupt(self, signum: int, frame: Any) -> None:
-        if self.depth and not self.pending and os.getpid() == self.owner:
+        if self.depth and not self.pending:
             self.pending = True
             return
         self.pending = False
@@ -83,8 +85,10 @@ class _Shield:
                 self.pending = False
 
 
-# Signal handlers run in the main thread only, so one shield per process serves every Trainer.
+# Signal handlers run in the main thread only, so one shield per process serves every Trainer. A forked
+# child (an env worker) never returns through the blocks it was forked inside: it starts unshielded.
 _SHIELD = _Shield()
+os.register_at_fork(after_in_child=_SHIELD.reset)
 
 
 @contextlib.contextmanager
