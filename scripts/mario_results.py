@@ -1,6 +1,8 @@
 """Regenerate the Mario series section of docs/results/mario-1-1.md from the runs.
 
     python scripts/mario_results.py [--runs runs/mario-1-1] [--ab runs/mario-1-1-resize] [--page docs/results/mario-1-1.md]
+                                    [--fast runs/mario-1-1-fast] [--fast-page docs/results/mario-1-1-fast.md]
+                                    [--summary docs/results/mario-1-1-summary.json]
 
 Writes, between the page's ``<!-- series:begin -->`` and ``<!-- series:end -->`` markers: per setting the
 training table (last 100 episodes of each run, mean and IQM with 95 % bootstrap CIs, `rlf compare`'s
@@ -10,18 +12,25 @@ far, the 84-vs-42 input-size A/B over the env steps both arms have, and APPO aga
 steps all their seeds have (issue 25). Curves over env steps and
 over wall hours go to docs/results/mario-1-1-<setting>-{steps,wall}.png. Everything else on the page
 is prose and stays as written.
+
+The recipe search for a fast clear (``--fast``, experiments/mario-1-1-fast.toml) gets its trial table on its
+own page, between the same markers, with the series' game/ppo runs as the baseline. Every run of both
+goes into one machine-readable file (``--summary``): a record per run with its budget, wall time, the env
+step and wall time of its clear (the ``until`` check that ended it; null if none did) and each final
+evaluation's episodes, flags and mean furthest x.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from rlf.experiments.results import bootstrap_ci, compare, find_runs, format_table, read_rows
+from rlf.experiments.results import Run, bootstrap_ci, compare, find_runs, format_table, read_rows
 from rlf.experiments.spec import FINAL_EVAL_FILES, FINAL_EVAL_SOURCES
 
 METRICS = ["x_pos_max", "flag"]
@@ -152,24 +161,123 @@ def section(runs_dir: Path, ab_dir: Path | None, out_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def run_record(experiment: str, run: Run) -> dict:
+    """One run of ``experiment`` as a plain record: what the summary file holds for it."""
+    steps, wall = run.progress()
+    marker = run.path / "experiment.json"
+    done = json.loads(marker.read_text()) if marker.is_file() else {}
+    env_steps = int(done.get("env_steps", steps[-1]))
+    until = done.get("until")
+    cleared = env_steps if until is not None else None
+    evaluations = {}
+    for mode, name in FINAL_EVAL_FILES.items():
+        if (run.path / name).is_file():
+            rows = read_rows(run.path / name)
+            evaluations[mode] = {
+                "episodes": len(rows), "flags": int(sum(r.get("flag", 0) >= 1 for r in rows)),
+                "mean_x_pos_max": round(float(np.mean([r["x_pos_max"] for r in rows])), 1) if rows else None}
+    reached, episodes, first = flags(run.path)
+    return {"experiment": experiment, "setting": run.path.parent.name, "arm": run.path.name.rsplit("-seed", 1)[0],
+            "algorithm": run.algorithm, "seed": run.seed, "env_steps": env_steps,
+            "wall_s": round(float(np.interp(env_steps, steps, wall)), 1), "done": bool(done),
+            "cleared_at_env_step": cleared,
+            "cleared_at_wall_s": None if cleared is None else round(float(np.interp(cleared, steps, wall)), 1),
+            "clear_check": until, "training_episodes": episodes, "training_flags": reached,
+            "first_training_flag_at": first, "evaluations": evaluations}
+
+
+def summary(sources: list[tuple[str, Path]]) -> list[dict]:
+    """The records of every run of each (experiment name, runs directory) that exists, in a stable order."""
+    records = []
+    for experiment, runs_dir in sources:
+        paths = [p for p in sorted(runs_dir.glob("*/*-seed*")) if (p / "run.json").is_file()] \
+            if runs_dir.is_dir() else []
+        records += [run_record(experiment, run) for run in find_runs(paths)] if paths else []
+    return records
+
+
+def _changes(run: Run, base: Run | None) -> str:
+    """The settings in which a trial differs from the baseline's, as `key=value`s."""
+    if base is None:
+        return ""
+    mine, theirs = run.settings(), base.settings()
+    # a field added to rlf after the baseline ran is absent from its run.json: at its off value, not a change
+    keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k) and k != "algo.torch_threads"
+                  and not (k not in theirs and mine.get(k) in (False, 0, None)))
+    return ", ".join(f"{k.split('.', 1)[1]}={mine.get(k, '(unset)')}" for k in keys) or "(none)"
+
+
+def trial_table(fast_dir: Path, baseline_dir: Path | None) -> str:
+    """The recipe search's table: the baseline runs (the series' game/ppo), then every trial, one row a run."""
+    base_paths = sorted(baseline_dir.glob("game/ppo-seed*")) if baseline_dir is not None else []
+    trial_paths = [p for p in sorted(fast_dir.glob("*/*-seed*")) if (p / "run.json").is_file()]
+    bases = find_runs([p for p in base_paths if (p / "run.json").is_file()]) if base_paths else []
+    trials = find_runs(trial_paths) if trial_paths else []
+    base = bases[0] if bases else None
+    lines = [f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python scripts/mario_results.py` "
+             f"from `{fast_dir}`" + (f" and the baseline in `{baseline_dir}`" if base else "") + ".", "",
+             "| trial | seed | changes from the baseline | env steps | cleared at env step | training wall to "
+             "the clear (or so far) | env steps/s | flags in training (first at) | last-100 furthest x | "
+             "final sampled evaluation: flags |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for label, runs in (("baseline", bases), ("trial", trials)):
+        for run in runs:
+            rec = run_record("", run)
+            rows = read_rows(run.path / "episodes.csv") if (run.path / "episodes.csv").is_file() else []
+            last = [r["x_pos_max"] for r in rows[-100:]]
+            name = "baseline (former preset)" if label == "baseline" else rec["arm"]
+            cleared = f"**{rec['cleared_at_env_step']:,}**" if rec["cleared_at_env_step"] else (
+                f"not by {rec['env_steps']:,}" if rec["done"] else "running")
+            ev = rec["evaluations"].get("stochastic")
+            evaluated = f"{ev['flags']} of {ev['episodes']}" if ev else "-"
+            first = f" ({rec['first_training_flag_at']:,})" if rec["first_training_flag_at"] else ""
+            rate = rec["env_steps"] / rec["wall_s"] if rec["wall_s"] else 0.0
+            changes = "" if label == "baseline" else _changes(run, base)
+            lines.append(f"| {name} | {rec['seed']} | {changes} | {rec['env_steps']:,} | {cleared} | "
+                         f"{rec['wall_s'] / 3600:.2f} h | {rate:.0f} | {rec['training_flags']} of "
+                         f"{rec['training_episodes']}{first} | {np.mean(last) if last else 0:,.0f} | {evaluated} |")
+    return "\n".join(lines)
+
+
+def replace_section(page: Path, body: str) -> bool:
+    """Write ``body`` between the page's markers; False (the page untouched) if it has none."""
+    text = page.read_text()
+    if BEGIN not in text or END not in text:
+        return False
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    page.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/mario-1-1"))
     parser.add_argument("--ab", type=Path, default=Path("runs/mario-1-1-resize"))
     parser.add_argument("--page", type=Path, default=Path("docs/results/mario-1-1.md"))
+    parser.add_argument("--fast", type=Path, default=Path("runs/mario-1-1-fast"))
+    parser.add_argument("--fast-page", type=Path, default=Path("docs/results/mario-1-1-fast.md"))
+    parser.add_argument("--summary", type=Path, default=Path("docs/results/mario-1-1-summary.json"))
     args = parser.parse_args(argv)
-    page = args.page.read_text()
-    if BEGIN not in page or END not in page:
-        print(f"mario_results: error: {args.page} has no {BEGIN} ... {END} markers", file=sys.stderr)
-        return 2
+    for page in (args.page, args.fast_page):
+        text = page.read_text() if page.is_file() else ""
+        if BEGIN not in text or END not in text:
+            print(f"mario_results: error: {page} has no {BEGIN} ... {END} markers", file=sys.stderr)
+            return 2
     if not args.runs.is_dir():
         print(f"mario_results: error: no runs directory {args.runs}", file=sys.stderr)
         return 2
-    head, rest = page.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    body = section(args.runs, args.ab if args.ab.is_dir() else None, args.page.parent)
-    args.page.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+    replace_section(args.page, section(args.runs, args.ab if args.ab.is_dir() else None, args.page.parent))
     print(f"wrote {args.page}")
+    if args.fast.is_dir():
+        replace_section(args.fast_page, trial_table(args.fast, args.runs))
+        print(f"wrote {args.fast_page}")
+    records = summary([("mario-1-1", args.runs), ("mario-1-1-fast", args.fast)])
+    partial = args.summary.with_name(f".{args.summary.name}.partial")
+    partial.write_text(json.dumps({"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                   "runs": records}, indent=1) + "\n")
+    partial.replace(args.summary)
+    print(f"wrote {args.summary} ({len(records)} runs)")
     return 0
 
 

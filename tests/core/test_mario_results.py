@@ -76,3 +76,64 @@ def test_no_game_table_without_a_game_run(tmp_path):
     (tmp_path / "none" / "random-seed0").mkdir(parents=True)
     (tmp_path / "none" / "random-seed0" / "run.json").write_text("{}")
     assert mario_results.setting_paths(tmp_path, "game") == []
+
+
+def write_full_run(path: Path, *, seed: int, rate: float, steps: int, until: dict | None, flags_eval: int,
+                   algo: dict | None = None) -> None:
+    """A run directory as `rlf experiment` leaves it: run.json, metrics, episodes, the done marker, an evaluation."""
+    import json
+
+    write_run(path, [(steps // 2, 500.0, 0), (steps, 900.0, 1)])
+    config = {"run": {"algorithm": "ppo", "env": "mario", "seed": seed}, "algo": algo or {"lr": 1e-4}, "env": {}}
+    (path / "run.json").write_text(json.dumps({"config": config}))
+    half = steps // 2
+    (path / "metrics.csv").write_text(f"env_step,steps_per_second\n{half},{rate}\n{steps},{rate}\n")
+    (path / "experiment.json").write_text(json.dumps({"env_steps": steps, "finished_at": 0.0, **(
+        {"until": until} if until else {})}))
+    rows = [f"{i},{i},100,1.0,{3000 if i < flags_eval else 800},{int(i < flags_eval)},0,1.0,1.0" for i in range(20)]
+    (path / "final_eval_stochastic.csv").write_text(HEADER + "\n".join(rows) + "\n")
+
+
+def test_a_cleared_run_records_the_step_and_training_wall_of_its_check_and_its_evaluation(tmp_path):
+    check = {"metric": "flag", "value": 0.55, "target": 0.5, "mode": "stochastic", "episodes": 20}
+    write_full_run(tmp_path / "game" / "i64-seed3", seed=3, rate=100.0, steps=409_600, until=check, flags_eval=11)
+    write_full_run(tmp_path / "game" / "cvh-seed3", seed=3, rate=50.0, steps=1_000_000, until=None, flags_eval=2)
+    records = {r["arm"]: r for r in mario_results.summary([("fast", tmp_path), ("absent", tmp_path / "nope")])}
+    cleared, capped = records["i64"], records["cvh"]
+    assert cleared["experiment"] == "fast" and cleared["setting"] == "game" and cleared["seed"] == 3
+    assert cleared["cleared_at_env_step"] == 409_600 and cleared["env_steps"] == 409_600
+    assert cleared["wall_s"] == cleared["cleared_at_wall_s"] == 4096.0   # 409,600 steps at 100 per second
+    assert cleared["evaluations"]["stochastic"] == {"episodes": 20, "flags": 11, "mean_x_pos_max": 2010.0}
+    assert cleared["training_flags"] == 1 and cleared["first_training_flag_at"] == 409_600
+    assert capped["cleared_at_env_step"] is None and capped["cleared_at_wall_s"] is None
+    assert capped["wall_s"] == 20_000.0 and capped["evaluations"]["stochastic"]["flags"] == 2
+
+
+def test_the_trial_table_lists_what_each_trial_changes_from_the_baseline(tmp_path):
+    series, fast = tmp_path / "series", tmp_path / "fast"
+    write_full_run(series / "game" / "ppo-seed0", seed=0, rate=70.0, steps=2_000_000,
+                   until={"metric": "flag", "value": 0.6}, flags_eval=12, algo={"lr": 1e-4, "minibatches": 16})
+    write_full_run(fast / "game" / "i64-seed0", seed=0, rate=100.0, steps=1_000_000, until=None, flags_eval=3,
+                   algo={"lr": 1e-4, "minibatches": 32, "overlap_update": False})
+    table = mario_results.trial_table(fast, series)
+    rows = [line for line in table.splitlines() if line.startswith("| baseline") or line.startswith("| i64")]
+    assert "**2,000,000**" in rows[0] and "12 of 20" in rows[0]
+    # overlap_update is absent from the older baseline's run.json and off in the trial: not a change
+    assert "| minibatches=32 |" in rows[1] and "not by 1,000,000" in rows[1] and "3 of 20" in rows[1]
+
+
+def test_the_results_page_headline_is_the_summary_file():
+    """The clears the page states in prose are the committed summary's records."""
+    import json
+    import re
+
+    records = json.loads((ROOT / "docs" / "results" / "mario-1-1-summary.json").read_text())["runs"]
+    page = (ROOT / "docs" / "results" / "mario-1-1.md").read_text()
+    claims = re.findall(r"Seed (\d) reached it at\s+([\d,]+)\s+env steps:\s+(\d+) of (\d+)", page)
+    assert len(claims) == 2
+    for seed, step, flags_, episodes in claims:
+        [record] = [r for r in records if (r["experiment"], r["setting"], r["arm"], r["seed"])
+                    == ("mario-1-1", "game", "ppo", int(seed))]
+        assert record["cleared_at_env_step"] == int(step.replace(",", ""))
+        assert record["evaluations"]["stochastic"] == {**record["evaluations"]["stochastic"],
+                                                       "flags": int(flags_), "episodes": int(episodes)}
