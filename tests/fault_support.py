@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,13 @@ def child_env(site: Path, **extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": "1", **extra}
     env.pop("RLF_STRICT_PLUGINS", None)
     return env
+
+
+def default_signals() -> None:
+    """``preexec_fn`` of a child that a test signals: it starts with the dispositions a terminal gives, not
+    those this test run inherited (a background job or nohup ignores SIGINT, SIGQUIT and SIGHUP)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def rlf(*args: str, site: Path, cwd: Path | None = None, timeout: float = 120, **extra: str):

@@ -18,6 +18,22 @@ from rlf.storage import checkpoint as ckpt
 from rlf.training.trainer import Interrupted, sigterm_as_interrupt
 
 
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler, whatever this process started with: a test run started as a background
+    job or under nohup inherits SIGINT ignored, and rlf leaves an ignored SIGINT ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+@pytest.fixture
+def ignored_sigint():
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def _wait_for_sigterm() -> None:
     time.sleep(60)
 
@@ -55,10 +71,14 @@ class _SignalsItself(Callback):
         self.finished = True
 
 
-def _train(registry, tmp_path, callback):
-    algo = rlf.make("tabular-q", "line", registry=registry, overrides=[
-        "progress=false", f"run_dir='{tmp_path}'", "seed=3", "steps=100000", "log_interval=64",
+def _make(registry, tmp_path, steps=2048):
+    return rlf.make("tabular-q", "line", registry=registry, overrides=[
+        "progress=false", f"run_dir='{tmp_path}'", "seed=3", f"steps={steps}", "log_interval=64",
         "checkpoint_interval=0"])
+
+
+def _train(registry, tmp_path, callback):
+    algo = _make(registry, tmp_path)
     with pytest.raises(Interrupted, match="interrupted at env step 64;"):
         algo.train(callbacks=[callback])
     return ckpt.load(tmp_path / "checkpoint.rlf")["counters"]["env_steps"]
@@ -71,11 +91,20 @@ def test_sigterm_in_a_callback_is_held_until_the_callback_returns(registry, tmp_
     assert callback.finished and callback.rows == 1  # it ran to its end, and no step came after
 
 
-def test_ctrl_c_in_a_callback_is_held_too_and_python_s_handler_comes_back(registry, tmp_path):
+def test_ctrl_c_in_a_callback_is_held_too_and_python_s_handler_comes_back(registry, tmp_path, python_sigint):
     callback = _SignalsItself(signal.SIGINT)
     assert _train(registry, tmp_path, callback) == 64
     assert callback.finished and callback.rows == 1
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_ignored_sigint_stays_ignored(registry, tmp_path, ignored_sigint):
+    # as a shell starts a background job or nohup: a Ctrl-C meant for the terminal is not this run's
+    callback = _SignalsItself(signal.SIGINT)
+    algo = _make(registry, tmp_path, steps=256)
+    algo.train(callbacks=[callback])
+    assert algo.counters["env_steps"] == 256 and callback.finished
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_a_second_signal_interrupts_a_callback_at_once(registry, tmp_path):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from fault_support import child_env, make_site, rlf
+from fault_support import child_env, default_signals, make_site, rlf
 
 from rlf.storage import checkpoint as ckpt
 
@@ -20,7 +20,7 @@ def test_sigterm_checkpoints_and_exits_130_and_the_run_resumes(tmp_path):
                               "--steps", "100000000", "--run-dir", str(run), "--no-progress",
                               "--set", "log_interval=500", "--set", "checkpoint_interval=0"],
                              cwd=tmp_path, env=child_env(site), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, preexec_fn=default_signals)
     deadline = time.monotonic() + 120
     while not ((run / "metrics.csv").is_file() and len((run / "metrics.csv").read_text().splitlines()) > 1):
         assert child.poll() is None and time.monotonic() < deadline, child.stderr.read() if child.poll() else "slow"
