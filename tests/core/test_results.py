@@ -63,16 +63,36 @@ def test_compare_groups_by_algorithm_and_reports_statistics(tmp_path):
     rows = {row["algorithm"]: row for row in compare(find_runs([tmp_path / "*"]), ["return"], last=100)}
     assert set(rows) == {"ppo", "dqn"}
     ppo = rows["ppo"]
-    assert ppo["runs"] == 2 and ppo["seeds"] == "0,1" and ppo["return_n"] == 8
-    assert ppo["return_mean"] == pytest.approx(4.5) and ppo["return_iqm"] == pytest.approx(4.5)
-    assert ppo["return_mean_ci"][0] <= 4.5 <= ppo["return_mean_ci"][1]
-    assert rows["dqn"]["return_iqm"] == pytest.approx(0.0) and rows["dqn"]["return_mean"] == pytest.approx(25.0)
+    # over runs (the default): each run's score is the mean of its final episodes (2.5 and 6.5)
+    assert ppo["runs"] == 2 and ppo["seeds"] == "0,1" and ppo["return_n"] == 2 and ppo["level"] == "run"
+    for stat in ("mean", "median", "iqm"):
+        assert ppo[f"return_{stat}"] == pytest.approx(4.5)
+        assert ppo[f"return_{stat}_ci"] == pytest.approx([2.5, 6.5])  # two runs: from one to the other
+    assert rows["dqn"]["return_n"] == 1 and rows["dqn"]["return_iqm"] == pytest.approx(25.0)
+    assert rows["dqn"]["return_mean_ci"] == pytest.approx([25.0, 25.0])
+    # over episodes (labelled as such): every final episode pooled
+    episodes = {row["algorithm"]: row for row in compare(find_runs([tmp_path]), ["return"], level="episode")}
+    assert episodes["ppo"]["return_n"] == 8 and episodes["ppo"]["level"] == "episode"
+    assert episodes["ppo"]["return_mean_ci"][0] <= 4.5 <= episodes["ppo"]["return_mean_ci"][1]
+    assert episodes["dqn"]["return_iqm"] == pytest.approx(0.0) and episodes["dqn"]["return_mean"] == pytest.approx(25.0)
     # windows of 1000 steps at 100/s and 50/s: 10 s + 20 s
     assert ppo["env_steps"] == 2000 and ppo["wall_s"] == pytest.approx(30.0)
     assert ppo["steps_per_s"] == pytest.approx(2000 / 30)
     # --last takes each run's final episodes
     last2 = {r["algorithm"]: r for r in compare(find_runs([tmp_path]), ["return"], last=2)}
     assert last2["ppo"]["return_mean"] == pytest.approx(np.mean([3, 4, 7, 8]))
+
+
+def test_a_threshold_metric_is_the_rate_of_episodes_past_it(tmp_path, capsys):
+    fake_run(tmp_path / "a", "ppo", values=[500, 1500, 2500, 3000], metric="x_pos_max")
+    fake_run(tmp_path / "b", "ppo", seed=1, values=[100, 200, 2100, 900], metric="x_pos_max")
+    [row] = compare(find_runs([tmp_path]), ["x_pos_max>2000", "x_pos_max <= 200"])
+    assert row["x_pos_max>2000_mean"] == pytest.approx(np.mean([2 / 4, 1 / 4]))
+    assert row["x_pos_max <= 200_mean"] == pytest.approx(np.mean([0.0, 2 / 4]))
+    assert main(["compare", str(tmp_path), "--metric", "x_pos_max>=3000", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["x_pos_max>=3000_mean"] == pytest.approx(0.125)
+    with pytest.raises(Exception, match="metric 'speed>1' is not logged"):
+        compare(find_runs([tmp_path]), ["speed>1"])
 
 
 def test_groups_keep_settings_apart_and_name_the_difference(tmp_path):
@@ -90,8 +110,15 @@ def test_compare_formats(tmp_path, capsys):
     fake_run(tmp_path / "b", "random", values=[0, 0, 1], metric="capture")
     assert main(["compare", str(tmp_path / "*"), "--metric", "capture"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].startswith("| group | seeds | capture mean [95% CI] | capture IQM [95% CI] | n |")
-    assert len(table) == 4 and any(line.startswith("| ppo on gym:CartPole-v1 | 0 | 2 [") for line in table)
+    assert table[0].startswith("| group | seeds | capture mean [95% CI over runs] | capture median [95% CI over "
+                               "runs] | capture IQM [95% CI over runs] | runs |")
+    assert any(line.startswith("| ppo on gym:CartPole-v1 | 0 | 2 [") for line in table[:4])
+    # two groups: the second's probability of improvement over the first (one run each: 2 > 1/3)
+    assert any(line.startswith("| random on gym:CartPole-v1 | capture | 0.00 [0.00, 0.00] | 1 vs 1 |")
+               or line.startswith("| ppo on gym:CartPole-v1 | capture | 1.00 [1.00, 1.00] | 1 vs 1 |") for line in table)
+    assert main(["compare", str(tmp_path / "*"), "--metric", "capture", "--level", "episode"]) == 0
+    assert capsys.readouterr().out.startswith("| group | seeds | capture mean [95% CI over episodes] | capture IQM "
+                                              "[95% CI over episodes] | episodes |")
     assert main(["compare", str(tmp_path), "--metric", "capture", "--format", "csv"]) == 0
     rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
     assert {r["algorithm"] for r in rows} == {"ppo", "random"}
@@ -99,6 +126,10 @@ def test_compare_formats(tmp_path, capsys):
     assert main(["compare", str(tmp_path), "--metric", "capture,length", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {row["length_mean"] for row in data} == {10.0}
+    assert main(["compare", str(tmp_path), "--metric", "capture", "--format", "json", "--baseline", "random"]) == 0
+    [ppo] = [row for row in json.loads(capsys.readouterr().out) if row["algorithm"] == "ppo"]
+    assert ppo["capture_improvement"]["probability"] == 1.0
+    assert ppo["capture_improvement"]["baseline"] == "random on gym:CartPole-v1"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -109,10 +140,12 @@ def test_compare_formats(tmp_path, capsys):
     (["compare", "{tmp}/run", "--source", "eval"], "has no eval.csv"),
     (["compare", "{tmp}/run", "--last", "0"], "--last must be between 1 and"),
     (["compare", "{tmp}/broken"], "is not an rlf run file"),
+    (["compare", "{tmp}/run", "{tmp}/other", "--baseline", "sac"], "--baseline 'sac' names 0 of the groups"),
     (["compare", "{tmp}/run.lock", "{tmp}/foreign/notes.txt"], "no rlf run directories among"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     fake_run(tmp_path / "run", values=[1, 2])
+    fake_run(tmp_path / "other", "dqn", values=[1, 2])
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("hello")
     (tmp_path / "broken").mkdir()
@@ -197,6 +230,19 @@ def test_plot_draws_a_line_and_a_band_per_group(tmp_path, capsys):
     assert band > 0.02                       # three seeds 20 apart: a wide shaded band
 
 
+def test_plot_profile_draws_the_fraction_of_runs_above_each_score(tmp_path, capsys):
+    from rlf.experiments.plotting import plot_profile
+
+    for seed, level in enumerate([10.0, 20.0, 30.0]):
+        fake_run(tmp_path / f"ppo-{seed}", "ppo", seed=seed, values=[level] * 5)
+    fake_run(tmp_path / "random-0", "random", values=[5.0] * 5)
+    drawn = plot_profile(find_runs([tmp_path]), tmp_path / "profile.svg", reps=100)
+    assert drawn == {"ppo on gym:CartPole-v1": 3, "random on gym:CartPole-v1": 1}
+    assert "fraction of runs" in (tmp_path / "profile.svg").read_text()
+    assert main(["plot", str(tmp_path), "--profile", "-o", str(tmp_path / "profile.png")]) == 0
+    assert "2 profile(s)" in capsys.readouterr().err and _png_size(tmp_path / "profile.png")[0] > 0
+
+
 def test_plot_runs_reports_points_and_wall_axis(tmp_path):
     from rlf.experiments.plotting import plot_runs, smooth_series
 
@@ -230,7 +276,7 @@ def test_eval_csv_is_read_when_present(tmp_path, capsys):
         for step, value in ((500, 10.0), (1000, 20.0), (1500, 30.0), (2000, 50.0)):
             writer.writerow([step, value, 5])
     rows = compare(find_runs([run]), ["return"], source="eval", last=2)
-    assert rows[0]["return_mean"] == pytest.approx(40.0) and rows[0]["return_n"] == 2
+    assert rows[0]["return_mean"] == pytest.approx(40.0) and rows[0]["return_n"] == 1  # one run
     assert main(["plot", str(run), "-o", str(tmp_path / "eval.png"), "--source", "eval", "--smooth", "1"]) == 0
 
 

@@ -41,7 +41,8 @@ def add_commands(sub) -> None:
     compare.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB",
                          help="run directories, globs, or directories holding runs")
     compare.add_argument("--metric", type=_metrics, default=["return"],
-                         help="metric(s), comma-separated: return, x_pos_max, flag, capture, ... (default return)")
+                         help="metric(s), comma-separated: return, x_pos_max, flag, capture, ... (default return); "
+                              "a threshold such as 'x_pos_max>2000' scores the rate of episodes past it")
     compare.add_argument("--source", choices=SOURCE_CHOICES, default="train",
                          help="train: episodes.csv; eval: eval.csv (periodic evaluation); final / "
                               "final-stochastic: greedy / stochastic episodes after training (rlf experiment)")
@@ -50,6 +51,13 @@ def add_commands(sub) -> None:
     compare.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
     compare.add_argument("--reps", type=_bounded(1, 100_000, "--reps"), default=2000,
                          help="bootstrap replicates (default 2000, at most 100,000)")
+    compare.add_argument("--level", choices=("run", "episode"), default="run",
+                         help="run (default): one score per run (the mean of its last N episodes), statistics "
+                              "and intervals over runs; episode: every final episode pooled, intervals over "
+                              "runs and their episodes (they describe these runs, not the algorithm)")
+    compare.add_argument("--baseline", metavar="GROUP",
+                         help="the group the others' probability of improvement is against: its label or "
+                              "algorithm (default: the first group)")
 
     plot = sub.add_parser("plot", help="learning curves of runs (needs rlf[plot])")
     plot.add_argument("runs", nargs="+", metavar="RUN_OR_GLOB")
@@ -60,6 +68,11 @@ def add_commands(sub) -> None:
                       help="moving-average window in episodes (1 = none)")
     plot.add_argument("--source", choices=SOURCE_CHOICES, default="train")
     plot.add_argument("--title")
+    plot.add_argument("--profile", action="store_true",
+                      help="performance profiles instead of curves: per group, the fraction of runs whose score "
+                           "(mean of the last --last episodes) exceeds each threshold, with bootstrap bands")
+    plot.add_argument("--last", type=_bounded(1, 10**9, "--last"), default=100,
+                      help="with --profile: the last N episodes (rows) of each run (default 100)")
 
     experiment = sub.add_parser("experiment", help="train an experiment file's runs (resumably), then report")
     experiment.add_argument("file", type=Path, help="experiment TOML, e.g. experiments/mario-1-1.toml")
@@ -79,9 +92,17 @@ def add_commands(sub) -> None:
 def _compare(args) -> int:
     import sys
 
-    from rlf.experiments.results import ResultsError, compare, find_runs, format_table
+    from rlf.experiments.results import (
+        ResultsError,
+        compare,
+        find_runs,
+        format_improvements,
+        format_table,
+        improvements,
+    )
 
-    rows = compare(find_runs(args.runs), args.metric, args.source, args.last, reps=args.reps,
+    runs = find_runs(args.runs)
+    rows = compare(runs, args.metric, args.source, args.last, reps=args.reps, level=args.level,
                    note=lambda text: print(f"rlf: {text}", file=sys.stderr))
     empty = [row["group"] for row in rows if not any(row[f"{metric}_n"] for metric in args.metric)]
     if len(empty) == len(rows):
@@ -90,16 +111,32 @@ def _compare(args) -> int:
     if empty:
         print(f"rlf: warning: no {args.source} rows with {', '.join(args.metric)} in group(s) {'; '.join(empty)} "
               "(empty, header-only or missing logs): their cells are dashes", file=sys.stderr)
+    better = improvements(runs, args.metric, args.baseline, args.source, args.last, reps=args.reps)
+    if args.format == "json":  # each group's row carries its probability of improvement over the baseline
+        for row in rows:
+            for item in better:
+                if item["group"] == row["group"]:
+                    row[f"{item['metric']}_improvement"] = {
+                        k: item[k] for k in ("baseline", "probability", "ci", "runs", "baseline_runs")}
     print(format_table(rows, args.metric, args.format), end="")
+    if better and args.format == "markdown":
+        print(f"\nProbability of improvement over {better[0]['baseline']}: the chance that a run of the group "
+              "scores above a run of the baseline (0.5 = no difference)\n")
+        print(format_improvements(better), end="")
     return 0
 
 
 def _plot(args) -> int:
     import sys
 
-    from rlf.experiments.plotting import plot_runs
+    from rlf.experiments.plotting import plot_profile, plot_runs
     from rlf.experiments.results import find_runs
 
+    if args.profile:
+        drawn = plot_profile(find_runs(args.runs), args.output, metric=args.metric, source=args.source,
+                             last=args.last, title=args.title, note=lambda text: print(f"rlf: {text}", file=sys.stderr))
+        print(f"wrote {args.output} ({len(drawn)} profile(s))", file=sys.stderr)
+        return 0
     drawn = plot_runs(find_runs(args.runs), args.output, metric=args.metric, x=args.x, smooth=args.smooth,
                       source=args.source, title=args.title, note=lambda text: print(f"rlf: {text}", file=sys.stderr))
     print(f"wrote {args.output} ({len(drawn)} curve(s))", file=sys.stderr)

@@ -1,13 +1,13 @@
 """Reading finished (or running) run directories back: which runs a command names, their learning
 curves, and the aggregate statistics of ``rlf compare``.
 
-Final performance follows the practice rliable popularised (Agarwal et al. 2021): the mean, the
-interquartile mean (the mean of the middle 50 % of scores, robust to a few outlying episodes or seeds)
-and a percentile bootstrap 95 % confidence interval. rliable itself is not used: it pulls arch, scipy,
-pandas, seaborn and matplotlib into a core that needs none of them, and its bootstrap stratifies over
-*tasks*, while one group here is one task with few seeds. The bootstrap below is hierarchical instead:
-each replicate redraws the seeds (runs) with replacement, then each drawn run's final episodes with
-replacement, so the interval reflects both seed-to-seed and episode-to-episode variation. numpy only.
+Final performance is reported as the field now asks for few runs (Agarwal et al. 2021, rliable): each run
+gets one score (the mean of its last N episodes), and over a group's runs the mean, the median and the
+interquartile mean are given with percentile bootstrap intervals over runs (``rlf.experiments.stats``),
+beside the number of runs, and the probability that a run of one group beats a run of another. Those
+intervals say how the algorithm may vary from seed to seed. Episode-level statistics (``level="episode"``:
+every final episode of every run pooled, with a hierarchical bootstrap over runs and their episodes)
+remain available and are labelled as such: they describe the runs at hand, not the algorithm.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import csv
 import glob
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,9 @@ from typing import Any
 import numpy as np
 
 from rlf.errors import RlfError
+from rlf.experiments.stats import improvement_estimate, interval_estimates, iqm
+
+LEVELS = ("run", "episode")
 
 RUN_FILE = "run.json"
 EPISODES_FILE = "episodes.csv"
@@ -228,13 +232,6 @@ def group_runs(runs: Iterable[Run]) -> list[Group]:
 
 # -- statistics ----------------------------------------------------------------------------------
 
-def iqm(values: np.ndarray) -> float:
-    """Interquartile mean: drop the lowest and highest quarter (floor(n/4) each), average the rest."""
-    values = np.sort(np.asarray(values, dtype=float).ravel())
-    cut = len(values) // 4
-    return float(values[cut:len(values) - cut].mean()) if len(values) else math.nan
-
-
 def _iqm_rows(samples: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """IQM of each row of ``samples`` over its first ``counts[row]`` entries after sorting (NaN padded)."""
     ordered = np.sort(samples, axis=1)  # NaN padding sorts last
@@ -271,6 +268,10 @@ def bootstrap_ci(per_run: Sequence[np.ndarray], reps: int = 2000, seed: int = 0,
             "iqm": tuple(float(x) for x in np.percentile(iqms, [tail, 100 - tail]))}
 
 
+_THRESHOLD = re.compile(r"^(?P<name>[^<>=]+?)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)$")
+_OPS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
+
+
 def metric_column(rows: list[dict[str, float]], metric: str, source: str) -> str:
     """The column holding ``metric``: its own name, or for evaluation logs also ``eval/<metric>`` or
     ``mean_<metric>`` (periodic evaluation writes the mean over its episodes under such names)."""
@@ -283,16 +284,29 @@ def metric_column(rows: list[dict[str, float]], metric: str, source: str) -> str
     return metric
 
 
+def metric_series(rows: list[dict[str, float]], metric: str, source: str) -> tuple[list[dict[str, float]], np.ndarray]:
+    """The rows that log ``metric`` and its value in each. A metric may be a threshold on a logged one,
+    ``x_pos_max>2000`` (also >=, <, <=): 1 where the episode's value passes it, else 0, so its mean is the
+    rate of episodes past the threshold (how often Mario gets beyond x 2,000, say)."""
+    match = _THRESHOLD.match(metric.strip())
+    name = match["name"].strip() if match else metric
+    column = metric_column(rows, name, source)
+    kept = [row for row in rows if column in row]
+    values = np.array([row[column] for row in kept], dtype=float)
+    if match:
+        values = _OPS[match["op"]](values, float(match["value"])).astype(float)
+    return kept, values
+
+
 def final_scores(run: Run, metric: str, source: str = "train", last: int = 100) -> np.ndarray:
     """The metric over the run's last ``last`` episodes (train) or last ``last`` evaluation rows (eval)."""
     rows = run.table(source)
-    column = metric_column(rows, metric, source)
-    values = [row[column] for row in rows if column in row]
-    if rows and not values:
+    kept, values = metric_series(rows, metric, source)
+    if rows and not kept:
         columns = sorted({k for row in rows for k in row} - {"env_step", "episode"})
         hint = f"; {source} metrics of {run.path}: {', '.join(columns)}" if columns else ""
         raise ResultsError(f"metric {metric!r} is not logged by run {run.path}{hint}")
-    return np.asarray(values[-last:], dtype=float)
+    return values[-last:]
 
 
 def with_source(runs: Sequence[Run], source: str, note: Callable[[str], None] | None = None) -> list[Run]:
@@ -314,13 +328,18 @@ def with_source(runs: Sequence[Run], source: str, note: Callable[[str], None] | 
 
 
 def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: str = "train", last: int = 100,
-            reps: int = 2000, seed: int = 0, note: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """One row per group: per metric mean, IQM and bootstrap 95 % CIs; env steps, wall time, steps/s."""
+            reps: int = 2000, seed: int = 0, note: Callable[[str], None] | None = None,
+            level: str = "run") -> list[dict[str, Any]]:
+    """One row per group: per metric the mean, median and IQM with bootstrap 95 % CIs; env steps, wall
+    time, steps/s. ``level="run"``: over each run's score (the mean of its last ``last`` episodes), with
+    ``<metric>_n`` the number of runs; ``level="episode"``: over the pooled final episodes, ``_n`` episodes."""
     runs = with_source(runs, source, note)
     if last < 1:
         raise ResultsError("--last must be at least 1")
     if not 1 <= reps <= MAX_REPS:
         raise ResultsError(f"--reps must be between 1 and {MAX_REPS:,} bootstrap replicates, not {reps}")
+    if level not in LEVELS:
+        raise ResultsError(f"unknown level {level!r}; use run (statistics over runs) or episode")
     rows = []
     for group in group_runs(runs):
         steps, walls = [], []
@@ -332,13 +351,20 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: s
             walls.append(float(run_wall[-1]))
         total_wall = sum(walls)
         row: dict[str, Any] = {
-            "group": group.label, "algorithm": group.algorithm, "env": group.env,
+            "group": group.label, "algorithm": group.algorithm, "env": group.env, "level": level,
             "runs": len(group.runs), "seeds": ",".join(str(r.seed) for r in group.runs),
             "env_steps": float(np.mean(steps)), "wall_s": float(np.mean(walls)),
             "steps_per_s": sum(steps) / total_wall if total_wall > 0 else math.nan,
         }
         for metric in metrics:
             per_run = [final_scores(run, metric, source, last) for run in group.runs]
+            if level == "run":
+                scores = np.array([r.mean() for r in per_run if len(r)])
+                row[f"{metric}_n"] = int(len(scores))
+                for name, estimate in interval_estimates(scores, reps=reps, seed=seed).items():
+                    row[f"{metric}_{name}"] = estimate["value"]
+                    row[f"{metric}_{name}_ci"] = list(estimate["ci"])
+                continue
             pooled = np.concatenate(per_run) if per_run else np.empty(0)
             ci = bootstrap_ci(per_run, reps=reps, seed=seed)
             row[f"{metric}_n"] = int(len(pooled))
@@ -347,6 +373,47 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: s
             row[f"{metric}_iqm"] = iqm(pooled)
             row[f"{metric}_iqm_ci"] = list(ci["iqm"])
         rows.append(row)
+    return rows
+
+
+def run_scores(runs: Sequence[Run], metric: str, source: str = "train", last: int = 100) -> np.ndarray:
+    """Each run's score: the mean of ``metric`` over its last ``last`` episodes (runs without any left out)."""
+    scores = [final_scores(run, metric, source, last) for run in runs]
+    return np.array([s.mean() for s in scores if len(s)])
+
+
+def improvements(runs: Sequence[Run], metrics: Sequence[str], baseline: str | None = None, source: str = "train",
+                 last: int = 100, reps: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+    """The probability that a run of each group scores above a run of the baseline group (P(X > Y), ties
+    half; bootstrap 95 % CI over both groups' runs), per metric. The baseline is the group whose label
+    equals ``baseline``, else the only one whose label contains it, else (None) the first group."""
+    groups = group_runs(with_source(runs, source))
+    if len(groups) < 2:
+        return []
+    if baseline is None:
+        base = groups[0]
+    else:
+        exact = [g for g in groups if g.label == baseline or g.algorithm == baseline]
+        partial = [g for g in groups if baseline in g.label]
+        found = exact if len(exact) == 1 else partial
+        if len(found) != 1:
+            labels = "; ".join(g.label for g in groups)
+            raise ResultsError(f"--baseline {baseline!r} names {len(found)} of the groups ({labels}); "
+                               "give a label or algorithm that names exactly one")
+        base = found[0]
+    rows = []
+    for metric in metrics:
+        base_scores = run_scores(base.runs, metric, source, last)
+        for group in groups:
+            if group is base:
+                continue
+            scores = run_scores(group.runs, metric, source, last)
+            if not len(scores) or not len(base_scores):
+                continue
+            estimate = improvement_estimate(scores, base_scores, reps=reps, seed=seed)
+            rows.append({"group": group.label, "baseline": base.label, "metric": metric,
+                         "runs": len(scores), "baseline_runs": len(base_scores),
+                         "probability": estimate["value"], "ci": list(estimate["ci"])})
     return rows
 
 
@@ -373,7 +440,9 @@ def format_table(rows: Sequence[dict[str, Any]], metrics: Sequence[str], fmt: st
         def clean(value):
             if isinstance(value, float) and math.isnan(value):
                 return None
-            return [clean(v) for v in value] if isinstance(value, list) else value
+            if isinstance(value, dict):
+                return {k: clean(v) for k, v in value.items()}
+            return [clean(v) for v in value] if isinstance(value, (list, tuple)) else value
 
         return json.dumps([{k: clean(v) for k, v in row.items()} for row in rows], indent=2)
     if fmt == "csv":
@@ -396,18 +465,35 @@ def format_table(rows: Sequence[dict[str, Any]], metrics: Sequence[str], fmt: st
         return buffer.getvalue()
     if fmt != "markdown":
         raise ResultsError(f"unknown format {fmt!r}; use markdown, csv or json")
+    episodes = any(row.get("level") == "episode" for row in rows)
+    stats = ("mean", "iqm") if episodes else ("mean", "median", "iqm")
+    over = "over episodes" if episodes else "over runs"
     header = ["group", "seeds"]
     for metric in metrics:
-        header += [f"{metric} mean [95% CI]", f"{metric} IQM [95% CI]", "n"]
+        header += [f"{metric} {stat if stat != 'iqm' else 'IQM'} [95% CI {over}]" for stat in stats]
+        header.append("episodes" if episodes else "runs")
     header += ["env steps", "wall", "steps/s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row["group"], row["seeds"]]
         for metric in metrics:
-            for stat in ("mean", "iqm"):
+            for stat in stats:
                 low, high = row[f"{metric}_{stat}_ci"]
                 cells.append(f"{_num(row[f'{metric}_{stat}'])} [{_num(low)}, {_num(high)}]")
             cells.append(str(row[f"{metric}_n"]))
         cells += [_num(row["env_steps"]), _duration(row["wall_s"]), _num(row["steps_per_s"], 3)]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_improvements(rows: Sequence[dict[str, Any]]) -> str:
+    """The probability-of-improvement rows as a markdown table (empty with fewer than two groups)."""
+    if not rows:
+        return ""
+    lines = ["| group | metric | P(group > baseline) [95% CI over runs] | runs vs baseline runs | baseline |",
+             "|---|---|---|---|---|"]
+    for row in rows:
+        low, high = row["ci"]
+        lines.append(f"| {row['group']} | {row['metric']} | {row['probability']:.2f} [{low:.2f}, {high:.2f}] | "
+                     f"{row['runs']} vs {row['baseline_runs']} | {row['baseline']} |")
     return "\n".join(lines) + "\n"
