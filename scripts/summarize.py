@@ -4,7 +4,9 @@
 
 Counts come from each env's pytest JUnit XML. An env that failed without a failing test (an install
 error, a lint finding, pytest's exit 5 for collecting no test) counts as one failure, so nothing that
-went wrong can hide behind a green count. Exits non-zero when anything failed.
+went wrong can hide behind a green count. Skipped tests are listed with their reasons, so a skip cannot
+read as a pass. The last line is always the count, `N passed, N failed[, N skipped]` (what CI reads).
+Exits non-zero when anything failed.
 """
 
 from __future__ import annotations
@@ -23,10 +25,24 @@ def junit_counts(path: Path) -> dict[str, int]:
             "failed": total["failures"] + total["errors"], "skipped": total["skipped"]}
 
 
+SHOWN_SKIPS = 100
+
+
+def junit_skips(path: Path) -> list[tuple[str, str]]:
+    """(test id, reason) of every skipped (or xfailed) test in a JUnit XML file."""
+    skips = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        skipped = case.find("skipped")
+        if skipped is not None:
+            test = "::".join(part for part in (case.get("classname"), case.get("name")) if part)
+            skips.append((test, " ".join((skipped.get("message") or skipped.text or "no reason given").split())))
+    return skips
+
+
 def main(result_json: Path, junit_dir: Path) -> int:
     envs = json.loads(result_json.read_text())["testenvs"]
     totals = {"passed": 0, "failed": 0, "skipped": 0}
-    rows = []
+    rows, skips = [], []
     for name, env in envs.items():
         result = env.get("result")
         if result is None:  # listed in env_list but not selected for this run
@@ -34,6 +50,7 @@ def main(result_json: Path, junit_dir: Path) -> int:
         ok = bool(result.get("success"))
         junit = junit_dir / f"{name}.xml"
         counts = junit_counts(junit) if junit.is_file() else {"passed": 0, "failed": 0, "skipped": 0}
+        skips += [(name, test, reason) for test, reason in (junit_skips(junit) if junit.is_file() else [])]
         note = f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
         if not junit.is_file():
             note = "no pytest run" + ("" if ok else " (failed before or outside pytest)")
@@ -47,6 +64,12 @@ def main(result_json: Path, junit_dir: Path) -> int:
     print("\nper-env wall time (tox run-parallel; envs overlap):")
     for name, status, seconds, note in rows:
         print(f"  {name:<{width}}  {status:<4}  {seconds:7.1f} s  {note}")
+    if skips:
+        print(f"skipped ({len(skips)}), each with its reason:")
+        for env, test, reason in skips[:SHOWN_SKIPS]:
+            print(f"  {env}: {test}: {reason}")
+        if len(skips) > SHOWN_SKIPS:
+            print(f"  ... and {len(skips) - SHOWN_SKIPS} more ({junit_dir}/<env>.xml)")
     line = f"{totals['passed']} passed, {totals['failed']} failed"
     if totals["skipped"]:
         line += f", {totals['skipped']} skipped"

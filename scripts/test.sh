@@ -4,10 +4,11 @@
 #   scripts/test.sh                  the whole tox matrix (docs/TESTING.md)
 #   scripts/test.sh -e core,ppo      some envs only (any `tox run-parallel` option passes through)
 #
-# 1. a tools venv (.tools/) with tox; 2. the wheelhouse (scripts/build_wheels.sh); 3. every tox env,
+# 0. the system tools the tests need (scripts/system_tools.sh: installed as root with apt-get, else it
+# stops naming them); 1. a tools venv (.tools/) with tox; 2. the wheelhouse (scripts/build_wheels.sh); 3. every tox env,
 # RLF_TOX_PARALLEL (default 3) at a time: two CPU-bound envs on the two cores, plus the docker env, which
 # mostly waits on the network and the disk (each env runs torch on one thread); 4. per-env wall times and one closing line summing every
-# env's pytest results, `N passed, N failed[, N skipped]`. Exits non-zero if anything failed,
+# env's pytest results, `N passed, N failed[, N skipped]`, below the skipped tests with their reasons. Exits non-zero if anything failed,
 # including an env that failed outside pytest (pytest's exit 5 for "no tests" counts as a failure).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,6 +17,7 @@ tools=${RLF_TOOLS_VENV:-$root/.tools}
 export RLF_WHEELHOUSE=${RLF_WHEELHOUSE:-$root/wheelhouse}
 start=$SECONDS
 
+bash scripts/system_tools.sh "$@"  # exits 2 naming a tool it cannot install
 if [[ ! -x $tools/bin/tox ]]; then
   python3 -m venv "$tools"
   "$tools/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt "tox>=4.23,<5" \

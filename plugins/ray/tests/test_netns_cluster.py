@@ -11,7 +11,8 @@ DQN's Ray actors, driven from outside the cluster through Ray Client, stop the r
 their node is lost past collector.max_restarts, and the checkpoint resumes.
 
 Skipped, with the reason, only where namespaces cannot be made (not root, no `ip`) or, outside CI, no
-`nft` to make the firewalls with (.ci/run installs it). Select it with ``-m netns``.
+`nft` to make the firewalls with (scripts/test.sh installs them, or stops naming them). Select it with
+``-m netns``.
 """
 
 from __future__ import annotations
