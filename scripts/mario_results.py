@@ -196,6 +196,12 @@ def summary(sources: list[tuple[str, Path]]) -> list[dict]:
     return records
 
 
+def checks(run_path: Path) -> str:
+    """The value of each `until` check the run recorded (checks.csv), in order; "-" where it has none."""
+    rows = read_rows(run_path / "checks.csv") if (run_path / "checks.csv").is_file() else []
+    return ", ".join(f"{r['value']:.2g}" for r in rows if "value" in r) or "-"
+
+
 def _changes(run: Run, base: Run | None) -> str:
     """The settings in which a trial differs from the baseline's, as `key=value`s."""
     if base is None:
@@ -218,8 +224,8 @@ def trial_table(fast_dir: Path, baseline_dir: Path | None) -> str:
              f"from `{fast_dir}`" + (f" and the baseline in `{baseline_dir}`" if base else "") + ".", "",
              "| trial | seed | changes from the baseline | env steps | cleared at env step | training wall to "
              "the clear (or so far) | env steps/s | flags in training (first at) | last-100 furthest x | "
-             "final sampled evaluation: flags |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "final sampled evaluation: flags | check values (flag rate) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, runs in (("baseline", bases), ("trial", trials)):
         for run in runs:
             rec = run_record("", run)
@@ -235,7 +241,8 @@ def trial_table(fast_dir: Path, baseline_dir: Path | None) -> str:
             changes = "" if label == "baseline" else _changes(run, base)
             lines.append(f"| {name} | {rec['seed']} | {changes} | {rec['env_steps']:,} | {cleared} | "
                          f"{rec['wall_s'] / 3600:.2f} h | {rate:.0f} | {rec['training_flags']} of "
-                         f"{rec['training_episodes']}{first} | {np.mean(last) if last else 0:,.0f} | {evaluated} |")
+                         f"{rec['training_episodes']}{first} | {np.mean(last) if last else 0:,.0f} | {evaluated} | "
+                         f"{checks(run.path)} |")
     return "\n".join(lines)
 
 

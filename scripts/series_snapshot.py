@@ -23,7 +23,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
-KEEP = ("checkpoint.rlf", "run.json", "metrics.csv", "episodes.csv", "eval.csv", "experiment.json",
+KEEP = ("checkpoint.rlf", "run.json", "metrics.csv", "episodes.csv", "eval.csv", "experiment.json", "checks.csv",
         "final_eval.csv", "final_eval_stochastic.csv", "final_eval_fixed_start.csv", ".rlf-owner.json",
         ".rlf-files.json")
 

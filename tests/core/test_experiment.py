@@ -403,6 +403,11 @@ def test_until_never_reached_trains_to_the_budget_checking_on_the_way(registry, 
     assert record["env_steps"] == 600 and "until" not in record
     assert [line.split("env step ")[1].split(" ")[0] for line in log if "evaluation at env step" in line] == [
         "200", "400"]
+    with open(experiment.runs[0].path / "checks.csv") as handle:
+        checks = list(csv.DictReader(handle))
+    assert [(c["env_step"], c["metric"], c["target"], c["reached"]) for c in checks] == [
+        ("200", "reached", "2", "0"), ("400", "reached", "2", "0")]
+    assert all(0.0 <= float(c["value"]) <= 1.0 for c in checks)
 
 
 @pytest.mark.parametrize("until, message", [

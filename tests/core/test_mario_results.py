@@ -115,11 +115,15 @@ def test_the_trial_table_lists_what_each_trial_changes_from_the_baseline(tmp_pat
                    until={"metric": "flag", "value": 0.6}, flags_eval=12, algo={"lr": 1e-4, "minibatches": 16})
     write_full_run(fast / "game" / "i64-seed0", seed=0, rate=100.0, steps=1_000_000, until=None, flags_eval=3,
                    algo={"lr": 1e-4, "minibatches": 32, "overlap_update": False})
+    (fast / "game" / "i64-seed0" / "checks.csv").write_text(
+        "env_step,metric,value,target,mode,episodes,reached,time\n500000,flag,0.05,0.5,stochastic,20,0,0\n"
+        "1000000,flag,0.3,0.5,stochastic,20,0,0\n")
     table = mario_results.trial_table(fast, series)
     rows = [line for line in table.splitlines() if line.startswith("| baseline") or line.startswith("| i64")]
     assert "**2,000,000**" in rows[0] and "12 of 20" in rows[0]
     # overlap_update is absent from the older baseline's run.json and off in the trial: not a change
     assert "| minibatches=32 |" in rows[1] and "not by 1,000,000" in rows[1] and "3 of 20" in rows[1]
+    assert rows[1].endswith("| 0.05, 0.3 |") and rows[0].endswith("| - |")
 
 
 def test_the_results_page_headline_is_the_summary_file():

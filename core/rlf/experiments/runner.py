@@ -14,6 +14,7 @@ from typing import Any
 from rlf.config import merge
 from rlf.errors import ConfigError
 from rlf.experiments.spec import (
+    CHECKS_FILE,
     DONE_FILE,
     FINAL_EVAL_FILES,
     FINAL_EVAL_SOURCES,
@@ -153,10 +154,23 @@ def _check_target(run: PlannedRun, algo, at: int, log: Callable[[str], None]) ->
         raise ConfigError(f"until.metric {until.metric!r} is not among the evaluation's results "
                           f"({', '.join(sorted(result))}); name one of them")
     reached = score >= until.value
+    _record_check(run, at, float(score), reached)
     log(f"{run.name}: {until.mode} evaluation at env step {at} ({until.episodes} episodes): "
         f"{until.metric} = {score:.4g}, target {until.value:g}: {'reached, the run ends here' if reached else 'not yet'}")
     return {"metric": until.metric, "value": score, "target": until.value, "mode": until.mode,
             "episodes": until.episodes} if reached else None
+
+
+def _record_check(run: PlannedRun, at: int, score: float, reached: bool) -> None:
+    """One row per ``until`` check in the run's checks.csv: how close each check came, not only the last."""
+    from rlf.storage.checkpoint import atomic_write
+    from rlf.storage.files import claim
+
+    path = claim(run.path, CHECKS_FILE)
+    until = run.until
+    old = path.read_text() if path.is_file() else "env_step,metric,value,target,mode,episodes,reached,time\n"
+    row = f"{at},{until.metric},{score:.6g},{until.value:g},{until.mode},{until.episodes},{int(reached)},{time.time():.0f}\n"
+    atomic_write(path, lambda handle: handle.write((old + row).encode()))
 
 
 def _mark_done(run: PlannedRun, env_steps: int, until: dict[str, Any] | None = None) -> None:

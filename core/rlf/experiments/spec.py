@@ -72,6 +72,8 @@ FINAL_EVAL_SOURCES = {"greedy": "final", "stochastic": "final-stochastic", "fixe
 FIXED_START_EPISODES = 1
 """A greedy policy from an identical start plays one and the same episode every time."""
 DONE_FILE = "experiment.json"
+CHECKS_FILE = "checks.csv"
+"""Every `until` check of a run: env step, metric, value, target, mode, episodes, reached, time."""
 
 
 @dataclass
