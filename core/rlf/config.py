@@ -20,36 +20,93 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from rlf.errors import ConfigError
 
 SECTIONS = ("run", "algo", "env", "collector", "logger", "callback")
 
 
+def _refusal(wanted: str, value: Any, types: tuple[type, ...]) -> PydanticCustomError:
+    """``value`` is not ``wanted``: say what it is; a string that unquoted would fit says so (``hint``,
+    which `format_validation_error` puts after the value)."""
+    if isinstance(value, bool):
+        kind = "true/false"
+    elif isinstance(value, str):
+        kind = "a string"
+    else:
+        kind = {int: "an integer", float: "a number", bytes: "bytes"}.get(type(value), type(value).__name__)
+    hint = ""
+    if isinstance(value, str):
+        try:
+            unquoted = parse_value(value.strip())
+        except RecursionError:  # a string of a thousand brackets, say
+            unquoted = value
+        if isinstance(unquoted, types) and (bool in types or not isinstance(unquoted, bool)):
+            hint = f"; write it without quotes ({value.strip()}, not \"{value.strip()}\")"
+    # "{text}": the text as is, braces included
+    return PydanticCustomError("rlf_type", "{text}", {"text": f"must be {wanted}, not {kind}", "hint": hint})
+
+
+def _integer(value: Any) -> Any:
+    if isinstance(value, str | bytes | bool):
+        raise _refusal("an integer", value, (int,))
+    return value
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, str | bytes | bool):
+        raise _refusal("a number", value, (int, float))
+    return value
+
+
+def _boolean(value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise _refusal("true or false", value, (bool,))
+    return value
+
+
+_GUARDS = {"int": _integer, "float": _number, "bool": _boolean}
+_GUARDED = set(_GUARDS.values())
+
+
+def _tighten(schema: Any) -> Any:
+    """pydantic's lax mode reads "64" as 64, true as 1 and "yes" or 1 as true: a quoted number in a
+    TOML file or a `--set` would pass unnoticed, and `steps=true` would train one step. Its strict mode
+    would also refuse a list for a tuple and a string for a Path, which TOML cannot give otherwise. So
+    every int, float and bool schema in the model (inside lists, unions and nested tables too) gets a
+    guard in front that refuses exactly those: an int for a float, a whole float for an int, a list for
+    a tuple stay accepted."""
+    if isinstance(schema, list):
+        return [_tighten(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kind = schema.get("type")
+    if not isinstance(kind, str):  # not a schema: a model's fields by name, say (one may be called "type")
+        return {key: _tighten(value) for key, value in schema.items()}
+    if kind == "function-before" and schema["function"].get("function") in _GUARDED:
+        return schema  # a nested model's fields, guarded by its own schema already
+    # serialization and metadata hold no validators; a serializer may be written {"type": "int"} too
+    tightened = {key: value if key in ("serialization", "metadata") else _tighten(value)
+                 for key, value in schema.items()}
+    guard = _GUARDS.get(kind)
+    return core_schema.no_info_before_validator_function(guard, tightened) if guard else tightened
+
+
 class StrictModel(BaseModel):
-    """A config model that rejects unknown keys and re-validates on assignment."""
+    """A config model that rejects unknown keys and re-validates on assignment, and takes no string for a
+    number or a boolean and nothing but true/false for a boolean (see `_tighten`)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    @field_validator("*", mode="before")
     @classmethod
-    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        # pydantic's lax mode reads true as 1 for an int field: `steps=true` would train one step
-        if isinstance(value, bool) and info.field_name and _is_number(cls.model_fields[info.field_name].annotation):
-            raise ValueError("must be a number, not true/false")
-        return value
-
-
-def _is_number(annotation: Any) -> bool:
-    if annotation in (int, float):
-        return True
-    args = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
-    return bool not in args and any(a in (int, float) for a in args)
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return _tighten(handler(source))
 
 
 class AlgorithmConfig(StrictModel):
@@ -349,6 +406,6 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], sectio
             got = error.get("input")
             shown = got is not None and not isinstance(got, dict)  # a whole section is no help to show
             problems.append((f"{full}: {message} (got {got!r})" if shown else f"{full}: {message}")
-                            + _quoting_hint(full, error["type"], got))
+                            + _quoting_hint(full, error["type"], got) + error.get("ctx", {}).get("hint", ""))
     fix = " Fix it with --set KEY=VALUE or in the config file." if problems else ""
     return "invalid config: " + "; ".join(problems) + "." + fix
