@@ -23,16 +23,16 @@ ALGO = "random"  # every case fails before training; a case that wrongly passes 
 QUICK = ("--steps", "50", "--no-progress")
 
 BAD_RUN_VALUES = {
-    "steps": ["-1", "0", "true", "false", '"ten"', "1.5", "[1]", "{a=1}", "10000000000000"],
-    "seed": ["-1", "true", '"x"', "2.5", "4294967296", "[0]"],
-    "num_envs": ["0", "-3", "2000", "true", '"four"', "1.5"],
+    "steps": ["-1", "0", "true", "false", '"ten"', "1.5", "[1]", "{a=1}", "10000000000000", '"100"'],
+    "seed": ["-1", "true", '"x"', "2.5", "4294967296", "[0]", '"3"'],
+    "num_envs": ["0", "-3", "2000", "true", '"four"', "1.5", '"2"'],
     "vector": ['"threads"', "1", "true", "[1]", '""'],
     "checkpoint_interval": ["-1", "true", '"x"', "0.5"],
     "log_interval": ["0", "-5", "false", '"often"'],
     "device": ['"tpu"', '"cuda:x"', "5", "true", '"cuda:99"', '""'],
-    "save_replay": ["2", '"maybe"', "[true]"],
-    "progress": ["3", '"yes please"', "{}"],
-    "env_timeout": ["0", "-1", '"soon"', "true", "100000"],
+    "save_replay": ["2", '"maybe"', "[true]", "1", "0", '"true"', '"yes"', "1.0"],
+    "progress": ["3", '"yes please"', "{}", "1", '"false"'],
+    "env_timeout": ["0", "-1", '"soon"', "true", "100000", '"30"'],
     "env_restarts": ["-1", "true", "1.5", '"x"', "100000"],
     "run_dir": ["5", "[1]", "true"],
 }
@@ -105,10 +105,10 @@ def _other_cases():
         yield f"env-id={value}", [*train, "--set", f"env.id={value}"], None
     # algorithm config values (random's exploration schedule)
     for key, value in itertools.product(("algo.exploration.start", "algo.exploration.end", "algo.exploration.decay"),
-                                        ("-0.1", "1.5", "true", '"x"')):
+                                        ("-0.1", "1.5", "true", '"x"', '"0.5"')):
         yield f"{key}={value}", [*train, "--set", f"{key}={value}"], None
     for key, value in itertools.product(("algo.exploration.decay_steps", "algo.actors", "algo.actor_sync_interval",
-                                         "algo.seed_offset"), ("true", "-1", '"x"', "2.5")):
+                                         "algo.seed_offset"), ("true", "-1", '"x"', "2.5", '"2"')):
         yield f"{key}={value}", [*train, "--set", f"{key}={value}"], None
     for value in ('"sometimes"', "1", "true"):
         yield f"algo.exploration.schedule={value}", [*train, "--set", f"algo.exploration.schedule={value}"], None
