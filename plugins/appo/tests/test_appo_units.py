@@ -15,11 +15,17 @@ from rlf.errors import ConfigError
 from rlf.testing import assert_trees_equal
 
 
+def toml_value(value):
+    """Overrides are TOML: booleans are lowercase and strings quoted (rlf refuses 'False' for a bool)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value) if isinstance(value, str) else str(value)
+
+
 def cartpole(tmp_path, registry=None, vector="auto", **algo):
     overrides = ["progress=false", "checkpoint_interval=0", f"run_dir='{tmp_path / 'run'}'", "log_interval=128",
                  f"vector='{vector}'"]
-    overrides += [f"algo.{key}={value!r}" if isinstance(value, str) else f"algo.{key}={value}"
-                  for key, value in algo.items()]
+    overrides += [f"algo.{key}={toml_value(value)}" for key, value in algo.items()]
     return rlf.make("appo", "gym:CartPole-v1", overrides=overrides, registry=registry)
 
 
