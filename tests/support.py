@@ -294,16 +294,21 @@ test_plugin = TestPlugin()
 """What the ``test`` entry point of the fake distribution made by ``install_fake_plugin`` loads."""
 
 
-def install_fake_plugin(site, name: str, target: str, module_source: str | None = None, module: str = "") -> None:
-    """Make ``site`` look like site-packages holding a distribution with an ``rlf`` entry point.
+def install_fake_plugin(site, name: str, target: str, module_source: str | None = None, module: str = "",
+                        group: str | None = "rlf", distribution: str | None = None) -> None:
+    """Make ``site`` look like site-packages holding a distribution with an ``rlf`` entry point
+    (``rlf-fake-<name>``; ``distribution`` names it otherwise, ``group`` puts the entry point in another
+    group, None in none).
 
     ``site`` goes on PYTHONPATH of a subprocess; importlib.metadata finds the dist-info there the
     same way it finds a pip-installed plugin.
     """
-    dist = site / f"rlf_fake_{name.replace('-', '_')}-0.0.1.dist-info"
+    distribution = distribution or f"rlf-fake-{name}"
+    dist = site / f"{distribution.replace('-', '_')}-0.0.1.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: rlf-fake-{name}\nVersion: 0.0.1\n")
-    (dist / "entry_points.txt").write_text(f"[rlf]\n{name} = {target}\n")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.0.1\n")
+    if group is not None:
+        (dist / "entry_points.txt").write_text(f"[{group}]\n{name} = {target}\n")
     if module_source is not None:
         (site / f"{module}.py").write_text(module_source)
 

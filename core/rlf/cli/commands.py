@@ -72,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
     plugins.add_argument("--check", action="store_true",
-                         help="also import every registered builder and report the broken ones (exit 2)")
+                         help="also import every registered builder and report the broken ones and installed "
+                              "plugins rlf cannot see (exit 2); warn about plugins that import torch or an "
+                              "emulator as they load")
 
     config = sub.add_parser("config", help="an algorithm's and/or environment's settings, resolved and documented",
                             description="Print every setting with its resolved value, type (the allowed values "
@@ -273,8 +275,14 @@ def _plugins(args) -> int:
         from rlf.plugins.check import check_plugins
 
         return check_plugins(registry(), as_json=args.json)
+    from rlf.plugins.loading import unseen_plugins
+    from rlf.plugins.specs import PluginInfo
+
     reg = registry()
     rows = [info.as_dict() for info in reg.plugins.values()]
+    # installed but invisible to discovery: a row each, as a plugin that failed to load
+    rows += [PluginInfo(unseen.distribution, unseen.distribution, unseen.version,
+                        error=f"not loaded: {unseen.why}; {unseen.FIX}").as_dict() for unseen in unseen_plugins()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

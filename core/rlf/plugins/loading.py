@@ -10,9 +10,14 @@ Environment variables:
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import os
+import re
+import sys
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from dataclasses import dataclass
+from importlib.metadata import Distribution, distributions, entry_points
 from typing import Any
 
 import pluggy
@@ -85,15 +90,17 @@ def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any
             info.distribution, info.version = "rlf", __version__
         registry.plugins[name] = info
         try:
-            plugin = load()
+            with _watch_heavy(registry, name):
+                plugin = load()
             _check_api_version(name, plugin)
             manager.register(plugin, name=name)
             try:
                 manager.check_pending()
             except pluggy.PluginValidationError as exc:
+                unknown = [caller.name for caller in manager.get_hookcallers(plugin) or []
+                           if caller.spec is None]
                 manager.unregister(plugin, name=name)
-                raise PluginError(f"implements hooks this core does not know ({exc}); "
-                                  "it was probably built for a newer rlf: upgrade rlf") from None
+                raise PluginError(_unknown_hooks(unknown, exc)) from None
             info.hooks = sorted(impl.name for impl in manager.get_hookcallers(plugin) or [])
         except KeyboardInterrupt:
             raise
@@ -105,6 +112,50 @@ def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any
 
     _collect(manager, registry, strict)
     return registry
+
+
+HEAVY = ("torch", "nes_py", "gym_super_mario_bros", "cv2", "ray", "tensorflow", "jax")
+"""Packages whose import takes seconds: a plugin that imports one as it loads slows every rlf command."""
+
+
+@contextlib.contextmanager
+def _watch_heavy(registry: Registry, plugin: str):
+    """Record the ``HEAVY`` packages that a plugin's import or hook brings in (``rlf plugins --check`` warns).
+    One imported already (by an earlier plugin, or before discovery) hides this plugin's use of it."""
+    before = {name for name in HEAVY if name in sys.modules}
+    try:
+        yield
+    finally:
+        brought = {name for name in HEAVY if name in sys.modules} - before
+        if brought:
+            registry.heavy_imports.setdefault(plugin, set()).update(brought)
+        if before:
+            registry.heavy_unmeasured.add(plugin)
+
+
+HOOKS = tuple(sorted(name for name, value in vars(hookspecs).items() if hasattr(value, "rlf_spec")))
+"""The hooks this core calls."""
+
+
+def _unknown_hooks(names: list[str], exc: Exception) -> str:
+    """A misspelt hook is the plugin author's typo; only a name close to none of ours may be a newer rlf's."""
+    typos = {name: hook for name in names if (hook := _meant_hook(name))}
+    if typos:
+        return ("implements " + ", ".join(f"hook {name!r}: did you mean {typos[name]!r}?" for name in typos)
+                + f" (this core's hooks: {', '.join(HOOKS)}); fix the name in the plugin")
+    return f"implements hooks this core does not know ({exc}); it was probably built for a newer rlf: upgrade rlf"
+
+
+def _meant_hook(name: str) -> str | None:
+    # the hooks share "rlf_register_", which makes any two names look alike as a whole: a typo is close in
+    # the word after it (rlf_register_enviroments, _logger, _envs), or very close overall (rlf_regster_...)
+    stems = {re.sub(r"^(rlf_)?(register_)?", "", hook): hook for hook in HOOKS}
+    word = re.sub(r"^(rlf_)?(register_)?", "", name)
+    close = (difflib.get_close_matches(name, HOOKS, n=1, cutoff=0.9)
+             or [stems[s] for s in difflib.get_close_matches(word, stems, n=1, cutoff=0.75)]
+             or [hook for stem, hook in stems.items()
+                 if len(word.rstrip("s")) >= 3 and stem.startswith(word.rstrip("s"))])
+    return close[0] if close else None
 
 
 def _check_api_version(name: str, plugin: Any) -> None:
@@ -256,7 +307,8 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                             ("rlf_register_callbacks", callback_registrar("callback", registry.callbacks))):
         for impl in getattr(manager.hook, hook).get_hookimpls():
             try:
-                impl.function(register=registrar(impl.plugin_name))
+                with _watch_heavy(registry, impl.plugin_name):
+                    impl.function(register=registrar(impl.plugin_name))
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001
@@ -288,6 +340,61 @@ def _drop_conflicts(registry: Registry, claims: dict[tuple[str, str], list[str]]
             info.error = info.error or message
         if strict:
             raise PluginError(message)
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """An installed distribution that looks like an rlf plugin but that discovery cannot see."""
+
+    distribution: str
+    version: str | None
+    why: str
+    """What is wrong with it, e.g. "declares its entry points in group 'rlf.plugins', not 'rlf'"."""
+
+    FIX = ("rlf loads plugins only from entry-point group 'rlf' ([project.entry-points.rlf] in pyproject.toml); "
+           "fix its packaging and reinstall it")
+
+    def line(self) -> str:
+        return f"{self.distribution} {self.version or ''}".rstrip() + f" is installed but {self.why}: {self.FIX}"
+
+
+def near_miss_group(group: str) -> bool:
+    """An entry-point group meant to be ``rlf``: "rlf.plugins", "rlf_plugins", "RLF", "rfl", "rlf-algorithms"."""
+    if group == ENTRY_POINT_GROUP:
+        return False
+    squashed = re.sub(r"[^a-z0-9]", "", group.lower())
+    return (squashed.startswith("rlf") or sorted(squashed) == sorted("rlf")
+            or bool(difflib.get_close_matches(squashed, ["rlf", "rlfplugin", "rlfplugins"], n=1, cutoff=0.8)))
+
+
+def _key(dist: Distribution) -> str:
+    # the name as pip normalizes it, from the .dist-info directory's name where Python offers it: reading
+    # every distribution's METADATA would cost `rlf plugins` a second on a full environment
+    name = getattr(dist, "_normalized_name", None) or dist.metadata["Name"] or ""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def unseen_plugins() -> list[Unseen]:
+    """Installed distributions rlf cannot see: an ``rlf-plugin-*`` with no entry point in group ``rlf``, and
+    any distribution with entry points in a group whose name is close to it (``near_miss_group``)."""
+    everything = entry_points()
+    seen = {_key(ep.dist) for ep in everything.select(group=ENTRY_POINT_GROUP) if ep.dist is not None}
+    groups: dict[str, tuple[Distribution, set[str]]] = {}
+    for group in everything.groups:
+        if near_miss_group(group):
+            for ep in everything.select(group=group):
+                if ep.dist is not None and _key(ep.dist) not in seen:
+                    groups.setdefault(_key(ep.dist), (ep.dist, set()))[1].add(group)
+    found = {key: Unseen(dist.metadata["Name"] or key, dist.version,
+                         f"declares its entry points in group {', '.join(map(repr, sorted(named)))}, "
+                         f"not {ENTRY_POINT_GROUP!r}")
+             for key, (dist, named) in groups.items()}
+    for dist in distributions():
+        key = _key(dist)
+        if key.startswith("rlf_plugin_") and key not in seen and key not in found:
+            found[key] = Unseen(dist.metadata["Name"] or key, dist.version,
+                                f"declares no entry point in group {ENTRY_POINT_GROUP!r}")
+    return sorted(found.values(), key=lambda unseen: unseen.distribution.lower())
 
 
 _cached: Registry | None = None

@@ -210,6 +210,10 @@ class Registry:
         self.plugins: dict[str, PluginInfo] = {}
         self.conflicts: dict[tuple[str, str], str] = {}
         """(kind, name) -> the error for a name that several plugins register; none of them gets it."""
+        self.heavy_imports: dict[str, set[str]] = {}
+        """Plugin -> the heavy packages (``loading.HEAVY``) its import or registration hooks imported."""
+        self.heavy_unmeasured: set[str] = set()
+        """Plugins that loaded while a heavy package was imported already: their own use of it is unseen."""
 
     @property
     def errors(self) -> dict[str, str]:
@@ -271,13 +275,37 @@ class Registry:
 
 
 def _unknown(kind: str, name: str, known: list[str], errors: dict[str, str]) -> str:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from rlf.plugins.loading import unseen_plugins  # only now: it reads every installed distribution
+
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     installed = ", ".join(known) or "none"
     provider = f"rlf-plugin-{name.split(':')[0]}"
     broken = f" (plugins that failed to load: {', '.join(sorted(errors))}; see `rlf plugins`)" if errors else ""
-    return (f"unknown {kind} {name!r}: {hint}installed: {installed}. "
-            f"If {provider} provides it, `pip install {provider}`{broken}")
+    try:
+        unseen = unseen_plugins()
+    except Exception:  # noqa: BLE001 - a broken installed distribution must not hide the error being reported
+        unseen = []
+    blind = [u for u in unseen if _canonical(u.distribution) == _canonical(provider)]
+    if blind:  # installed, and `pip install` would change nothing
+        advice = blind[0].line()
+    else:
+        try:
+            distribution(provider)
+        except (PackageNotFoundError, ValueError):
+            advice = f"If {provider} provides it, `pip install {provider}`"
+        else:
+            advice = f"{provider} is installed but registers no {kind} {name!r}"
+    others = [f"{u.distribution} {u.version or ''}".rstrip() + f" ({u.why})" for u in unseen if u not in blind]
+    more = (f"; also installed but not seen by rlf: {', '.join(others[:3])}"
+            + (f" and {len(others) - 3} more" if len(others) > 3 else "") + " (see `rlf plugins`)")
+    return f"unknown {kind} {name!r}: {hint}installed: {installed}. {advice}{broken}" + (more if others else "")
+
+
+def _canonical(name: str) -> str:
+    return name.replace("_", "-").replace(".", "-").lower()
 
 
 class EmptyConfig(StrictModel):
