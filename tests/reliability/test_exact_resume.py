@@ -1,13 +1,13 @@
 """Exact resume: a run killed with kill -9 and resumed ends bit-identical to one never interrupted.
 
-Where every env of an in-process collector says its state (``rlf.envs.state``: Gymnasium's classic
-control through the core's adapters, predator-prey through its own get_state/set_state), a
-checkpoint carries the episodes under way and the trainer's position between metric rows. Each case
-trains once without interruption, once killed (SIGKILL, sent by the run to itself at a chosen point,
-so the point is exact and no timing can make the test flaky) and resumed with ``rlf train --resume``,
-then compares the final checkpoints array by array and the CSVs byte for byte, less the one
-time-dependent column (``steps_per_second``; no other column of metrics.csv or episodes.csv depends
-on the clock).
+Where every env of the core's collectors (in-process or in worker processes) says its state
+(``rlf.envs.state``: Gymnasium's classic control through the core's adapters, predator-prey through its
+own get_state/set_state), a checkpoint carries the episodes under way and the trainer's position
+between metric rows. Each case trains once without interruption, once killed (SIGKILL, sent by the run
+to itself at a chosen point, so the point is exact and no timing can make the test flaky) and resumed
+with ``rlf train --resume``, then compares the final checkpoints array by array and the CSVs byte for
+byte, less the one time-dependent column (``steps_per_second``; no other column of metrics.csv or
+episodes.csv depends on the clock). A stop signal's checkpoint: test_exact_resume_signals.py.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ COMMON = ["--steps", "640", "--seed", "5", "--no-progress", "--set", "vector=syn
 CASES = {
     "ppo": ["ppo", "--env", "gym:CartPole-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
             "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]"],
-    # the update beside the next rollout's collection: a checkpoint learns the waiting rollout first
+    # the update beside the next rollout's collection: a checkpoint keeps the rollout waiting for its update
     "ppo-overlap": ["ppo", "--env", "gym:CartPole-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
                     "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]", "--set", "algo.overlap_update=true"],
     "dqn": ["dqn", "--env", "gym:CartPole-v1", "--set", "algo.min_replay_size=64", "--set", "algo.batch_size=16",
@@ -150,9 +150,8 @@ def test_killed_and_resumed_run_is_bit_identical(case, kill, reference, tmp_path
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     state = ckpt.load(run / "checkpoint.rlf")
     assert state["counters"]["env_steps"] == 192
-    # rows past the checkpoint were written, and are cut on resume (with overlap_update the first step after a
-    # checkpoint collects two rollouts, 192 -> 320, and the kill at its on_step comes before that row)
-    if kill == "between-checkpoints" and case != "ppo-overlap":
+    # rows past the checkpoint were written, and are cut on resume
+    if kill == "between-checkpoints":
         table = _table(run / "metrics.csv")
         steps = [int(row[table[0].index("env_step")]) for row in table[1:]]
         assert max(steps) > 192, steps
@@ -183,19 +182,18 @@ def test_env_without_the_protocol_resumes_with_fresh_episodes_and_says_so(tmp_pa
     assert final["strategy"]["resets"] == saved["resets"] + 1  # the envs were reset: fresh episodes
 
 
-def test_subprocess_envs_resume_with_fresh_episodes_and_say_so(tmp_path):
-    run = tmp_path / "run"
-    args = ["train", "ppo", "--env", "gym:CartPole-v1", "--steps", "256", "--seed", "5", "--no-progress",
-            "--set", "vector=async", "--set", "num_envs=2", "--set", "algo.rollout_steps=32", "--set", "algo.hidden_sizes=[8]",
-            "--set", "log_interval=64", "--set", "checkpoint_interval=128", "--set", "loggers=['csv']",
-            "--run-dir", str(run)]
-    killed = _rlf(args, tmp_path, die="checkpoint:1")
+def test_subprocess_envs_resume_exactly_too(tmp_path):
+    """vector=async: each env worker answers rlf's state command, so the checkpoint holds its episode too."""
+    args = ["train", *CASES["ppo"], *["vector=async" if part == "vector=sync" else part for part in COMMON]]
+    reference, run = tmp_path / "ref", tmp_path / "run"
+    done = _rlf([*args, "--run-dir", str(reference)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    killed = _rlf([*args, "--run-dir", str(run)], tmp_path, die="step:300")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     resumed = _rlf(["train", "--resume", str(run), "--no-progress"], tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    notes = [line for line in resumed.stderr.splitlines() if line.startswith("resume:")]
-    assert len(notes) == 1 and "worker processes" in notes[0], resumed.stderr
-    assert ckpt.load(run / "checkpoint.rlf")["counters"]["env_steps"] == 256
+    assert "resume: starting fresh episodes" not in resumed.stderr
+    assert_identical_runs(reference, run)
 
 
 # -- the adapters on their own: each classic-control env, through a real checkpoint file ----------------

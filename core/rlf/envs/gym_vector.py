@@ -27,10 +27,12 @@ from rlf.envs.workers import (
     DEFAULT_WORKER_NICE,
     PIPELINE_PARTS,
     RESTART_SEED_STRIDE,
+    STATE_COMMAND,
     WORKER_LOST,
     Supervision,
     _deprioritize,
     _WorkerEnvFn,
+    env_worker,
     exit_description,
     template_key,
     worker_context,
@@ -115,7 +117,7 @@ class GymVector(VectorEnv):
         try:
             group = gymnasium.vector.AsyncVectorEnv([env_fn] * size, shared_memory=True,
                                                     autoreset_mode=AutoresetMode.SAME_STEP,
-                                                    context=context)
+                                                    context=context, worker=env_worker)
         except WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
             raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
                                  "check that the environment can be built in a fresh process") from None
@@ -368,14 +370,49 @@ class GymVector(VectorEnv):
                          {i: f for i, f in enumerate(frames) if f is not None} if frames else None)
 
     def get_state(self) -> StateTree:
-        if not self.in_process:
-            raise StateUnavailable("the envs run in worker processes (vector=async)")
-        return {"envs": [get_env_state(env) for env in self.groups[0].envs]}
+        """Every env's state (``rlf.envs.state``) in one format whether the envs run here or in worker
+        processes (which answer ``STATE_COMMAND``), so a run may resume with the other collector."""
+        if self.in_process:
+            envs = [get_env_state(env) for env in self.groups[0].envs]
+        else:
+            envs = [answer["state"] for answer in self._ask_workers(lambda index: None)]
+        return {"envs": envs, "seed": self._seed}
 
     def set_state(self, state: StateTree) -> None:
-        if not self.in_process:
-            raise StateUnavailable("the envs run in worker processes (vector=async)")
-        set_env_states(self.groups[0].envs, state["envs"])
+        envs = state["envs"]
+        if self.in_process:
+            set_env_states(self.groups[0].envs, envs)
+        else:
+            if not isinstance(envs, list | tuple) or len(envs) != self.num_envs:
+                count = len(envs) if isinstance(envs, list | tuple) else "no"
+                raise StateUnavailable(f"the checkpoint holds {count} env states for {self.num_envs} envs")
+            self._ask_workers(lambda index: envs[index])
+        seed = state.get("seed")
+        self._seed = None if seed is None else int(seed)
+
+    def _ask_workers(self, message: Any) -> list[dict[str, Any]]:
+        """Each worker's answer to ``(STATE_COMMAND, message(env index))``, in env order; StateUnavailable
+        with the first reason a worker gave, or naming a worker that was lost meanwhile (the next step
+        notices it as usual)."""
+        for index, group in enumerate(self.groups):
+            start = self._parts[index].start
+            for i in range(len(group.parent_pipes)):
+                self._command(index, i, (STATE_COMMAND, message(start + i)))
+        answers: list[dict[str, Any]] = []
+        silent: list[str] = []
+        for index in range(len(self.groups)):  # every group read to the end: no answer is left in a pipe
+            results, lost = self._receive(index)
+            for i in sorted(lost):
+                # a late answer must never be read as a step's: the next step finds the worker lost
+                self._kill_worker(self.groups[index], i)
+                silent.append(f"env worker {self._parts[index].start + i} did not answer ({type(lost[i]).__name__})")
+            answers.extend(results)
+        if silent:
+            raise StateUnavailable(silent[0])
+        for answer in answers:
+            if "unavailable" in answer:
+                raise StateUnavailable(answer["unavailable"])
+        return answers
 
     def close(self) -> None:
         for group in self.groups:

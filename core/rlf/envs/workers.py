@@ -137,15 +137,63 @@ class _WorkerEnvFn:
         return {"factory": self.factory, "probe": None, "template": self.template}
 
     def __call__(self) -> Any:
+        global _worker_env
         if self.probe is not None:
             return _ProbedEnv(self.probe)
+        env = None
         if self.template is not None:
             from rlf.envs import fork_template as _fork_template
 
             env = _fork_template.take(self.template)
-            if env is not None:
-                return env
-        return self.factory()
+        _worker_env = self.factory() if env is None else env
+        return _worker_env
+
+
+STATE_COMMAND = "rlf-state"
+"""The one command an env worker knows beside Gymnasium's: ``(STATE_COMMAND, None)`` answers the env's
+state (``rlf.envs.state``), ``(STATE_COMMAND, state)`` sets it; the answer is ``{"state": ...}``, or
+``{"unavailable": why}``, never an exception (one would end Gymnasium's worker loop)."""
+
+_worker_env: Any = None
+"""In an env worker process: its env (each worker holds one)."""
+
+
+def env_worker(index: int, env_fn: Any, pipe: Any, parent_pipe: Any, *rest: Any) -> None:
+    """An env worker process: Gymnasium's own, with ``STATE_COMMAND`` answered on the way in."""
+    from gymnasium.vector.async_vector_env import _async_worker
+
+    _async_worker(index, env_fn, _StatePipe(pipe), parent_pipe, *rest)
+
+
+class _StatePipe:
+    """The worker's end of its pipe, as Gymnasium's worker reads it, answering ``STATE_COMMAND`` itself."""
+
+    def __init__(self, pipe: Any):
+        self._pipe = pipe
+
+    def recv(self) -> Any:
+        while True:
+            message = self._pipe.recv()
+            if not (isinstance(message, tuple) and len(message) == 2 and message[0] == STATE_COMMAND):
+                return message
+            self._pipe.send((_answer_state(message[1]), True))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pipe, name)
+
+
+def _answer_state(state: Any) -> dict[str, Any]:
+    from rlf.envs.state import StateUnavailable, get_env_state, set_env_state
+
+    try:
+        if _worker_env is None:
+            return {"unavailable": "the env worker holds no env"}
+        if state is None:
+            return {"state": get_env_state(_worker_env)}
+        set_env_state(_worker_env, state)
+        return {"state": None}
+    except Exception as exc:  # noqa: BLE001 - StateUnavailable, or an env's own get_state/set_state failing
+        return {"unavailable": str(exc) if isinstance(exc, StateUnavailable) else f"{type(exc).__name__}: {exc}"}
 
 
 DEFAULT_WORKER_NICE = 0

@@ -6,7 +6,8 @@ asynchronous workers (rlf-plugin-a3c's ``async-workers`` strategy) run it in eac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -39,36 +40,46 @@ def compute_gae(rewards: np.ndarray, values: np.ndarray, next_values: np.ndarray
     return advantages, advantages + values
 
 
-def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays,
-           steps: int) -> Iterator[tuple[AgentArrays, Acting, StepBatch]]:
-    """(observations, acting, step result) for each vector step.
+def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays, steps: int,
+           stop: Callable[[], bool] | None = None) -> Iterator[tuple[AgentArrays, Acting, StepBatch]]:
+    """(observations, acting, step result) for each vector step; ends early, between two vector steps
+    (no action chosen or env stepped past the last one yielded), once ``stop()`` is true.
 
     With envs in several parts (subprocess groups) and an agent whose rows are independent, each
     part's next actions are computed as soon as that part has stepped, while the other parts are
     still stepping: the emulator workers keep the cores busy instead of waiting for inference.
     """
+    stopping = stop or (lambda: False)
     parts = envs.parts
     if len(parts) == 1 or not agent.rows_independent:
         for _ in range(steps):
+            if stopping():
+                return
             acting = agent.act(obs, explore=True)
             batch = envs.step(acting.actions)
             yield obs, acting, batch
             obs = batch.obs
+        return
+    if steps <= 0 or stopping():
         return
     current = []
     for index, rows in enumerate(parts):
         current.append(agent.act({a: array[rows] for a, array in obs.items()}, explore=True))
         envs.step_async(index, current[-1].actions)
     for t in range(steps):
+        # decided once for every part: all of them take the next step, or none does
+        more = t + 1 < steps and not stopping()
         results, upcoming = [], []
         for index in range(len(parts)):
             result = envs.step_wait(index)
             results.append(result)
-            if t + 1 < steps:
+            if more:
                 upcoming.append(agent.act(result.obs, explore=True))
                 envs.step_async(index, upcoming[-1].actions)
         batch = StepBatch.concat(results)
         yield obs, _concat_acting(current), batch
+        if not more:
+            return
         obs, current = batch.obs, upcoming
 
 
@@ -79,59 +90,119 @@ def _concat_acting(parts: list[Acting]) -> Acting:
                    for a, extras in first.extras.items()})
 
 
+_FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "dones", "alive")
+
+
+class RolloutInProgress:
+    """One rollout as it is collected: per field and agent one array per vector step so far, the bootstrap
+    values of truncated steps and the rows of the episodes that ended in it. A rollout a stop signal
+    interrupted is kept whole in the checkpoint (``state_dict``) and finished after the resume exactly as
+    it would have been (the envs, observations and episode accumulators are the checkpoint's ``inflight``)."""
+
+    def __init__(self, agent_ids: tuple[str, ...], steps: int):
+        self.agent_ids = tuple(agent_ids)
+        self.steps = steps
+        """Vector steps the rollout is to have."""
+        self.buffers: dict[str, dict[str, list[np.ndarray]]] = {name: {a: [] for a in agent_ids} for name in _FIELDS}
+        self.extras: dict[str, dict[str, list[np.ndarray]]] = {a: {} for a in agent_ids}
+        self.fixes: list[tuple[int, dict[str, np.ndarray], dict[str, np.ndarray]]] = []
+        """(step, truncated envs, V of their final observations) per step where an episode was truncated."""
+        self.episodes: list[dict[str, float]] = []
+
+    @property
+    def taken(self) -> int:
+        return len(self.buffers["rewards"][self.agent_ids[0]])
+
+    @property
+    def complete(self) -> bool:
+        return self.taken >= self.steps
+
+    def collect(self, envs, agent: Agent, obs: AgentArrays, tracker: EpisodeTracker,
+                stop: Callable[[], bool] | None = None) -> AgentArrays:
+        """Step until the rollout is complete, or until ``stop()`` between two vector steps; returns the
+        observations to act on next."""
+        ids, buffers = self.agent_ids, self.buffers
+        for t, (acted_on, acting, batch) in enumerate(_steps(envs, agent, obs, self.steps - self.taken, stop),
+                                                      self.taken):
+            for a in ids:
+                buffers["obs"][a].append(acted_on[a])
+                buffers["next_obs"][a].append(batch.next_obs[a])
+                buffers["actions"][a].append(acting.actions[a])
+                buffers["rewards"][a].append(batch.rewards[a])
+                buffers["terminated"][a].append(batch.terminated[a])
+                buffers["dones"][a].append(batch.terminated[a] | batch.truncated[a] | batch.episode_ended)
+                buffers["alive"][a].append(batch.alive[a])
+                for key, value in acting.extras.get(a, {}).items():
+                    self.extras[a].setdefault(key, []).append(value)
+            truncated = {a: batch.truncated[a] & ~batch.terminated[a] for a in ids}
+            if any(mask.any() for mask in truncated.values()):
+                self.fixes.append((t, truncated, agent.value(batch.next_obs)))
+            self.episodes.extend(tracker.update(batch))
+            if batch.ended_envs:
+                agent.reset_state(batch.episode_ended)
+            agent.on_progress(envs.num_envs, len(batch.ended_envs))
+            obs = batch.obs
+        return obs
+
+    def finish(self, agent: Agent, obs: AgentArrays, gamma: float, gae_lambda: float) -> Rollout:
+        """The complete rollout with values, bootstrap values, advantages and returns."""
+        ids = self.agent_ids
+        last_values = agent.value(obs)
+        stack = {name: {a: np.stack(self.buffers[name][a]) for a in ids} for name in _FIELDS}
+        extras = {a: {k: np.stack(v) for k, v in self.extras[a].items()} for a in ids}
+        values, next_values, advantages, returns = {}, {}, {}, {}
+        for a in ids:
+            if "value" not in extras[a]:
+                raise TypeError(f"{type(agent).__name__}.act must return extras[{a!r}]['value'] for on-policy training")
+            v = extras[a]["value"].astype(np.float32)
+            nv = np.concatenate([v[1:], np.asarray(last_values[a], dtype=np.float32)[None]], axis=0)
+            for t, truncated, fixed in self.fixes:
+                nv[t] = np.where(truncated[a], fixed[a], nv[t])
+            values[a], next_values[a] = v, nv
+            advantages[a], returns[a] = compute_gae(stack["rewards"][a], v, nv, stack["terminated"][a],
+                                                    stack["dones"][a], gamma, gae_lambda)
+        return Rollout(stack["obs"], stack["next_obs"], stack["actions"], stack["rewards"], stack["terminated"],
+                       stack["dones"], stack["alive"], extras, values, next_values, advantages, returns)
+
+    def state_dict(self) -> StateTree:
+        ids = self.agent_ids
+        return {"steps": self.steps, "agents": list(ids),
+                "buffers": {name: {a: np.stack(self.buffers[name][a]) for a in ids} for name in _FIELDS},
+                "extras": {a: {k: np.stack(v) for k, v in self.extras[a].items()} for a in ids},
+                "fixes": [{"step": t, "truncated": dict(truncated), "values": dict(values)}
+                          for t, truncated, values in self.fixes],
+                "episodes": [dict(row) for row in self.episodes]}
+
+    @classmethod
+    def from_state(cls, state: StateTree, agent_ids: tuple[str, ...]) -> RolloutInProgress:
+        """Raises ValueError (or KeyError, TypeError) where the saved rollout does not fit these agents."""
+        if list(state["agents"]) != list(agent_ids):
+            raise ValueError(f"the saved rollout is for agents {list(state['agents'])}, the env has {list(agent_ids)}")
+        self = cls(agent_ids, int(state["steps"]))
+        taken = None
+        for name in _FIELDS:
+            for a in agent_ids:
+                array = np.asarray(state["buffers"][name][a])
+                if taken is None:
+                    taken = len(array)
+                if len(array) != taken:
+                    raise ValueError(f"the saved rollout's {name!r} has {len(array)} steps, not {taken}")
+                self.buffers[name][a] = list(array)
+        for a in agent_ids:
+            self.extras[a] = {key: list(np.asarray(array)) for key, array in state["extras"][a].items()}
+        self.fixes = [(int(fix["step"]), {a: np.asarray(v) for a, v in fix["truncated"].items()},
+                       {a: np.asarray(v) for a, v in fix["values"].items()}) for fix in state["fixes"]]
+        self.episodes = [{key: float(value) for key, value in row.items()} for row in state["episodes"]]
+        if not 0 < (taken or 0) < self.steps:
+            raise ValueError(f"the saved rollout has {taken} of its {self.steps} steps")
+        return self
+
+
 def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: EpisodeTracker,
                     gamma: float, gae_lambda: float) -> tuple[Rollout, AgentArrays, list[dict[str, float]]]:
-    ids = envs.spec.agent_ids
-    obs_buf = {a: [] for a in ids}
-    next_buf = {a: [] for a in ids}
-    act_buf = {a: [] for a in ids}
-    rew_buf = {a: [] for a in ids}
-    term_buf = {a: [] for a in ids}
-    done_buf = {a: [] for a in ids}
-    alive_buf = {a: [] for a in ids}
-    extra_buf: dict[str, dict[str, list]] = {a: {} for a in ids}
-    next_value_fix: list[tuple[int, dict[str, np.ndarray], dict[str, np.ndarray]]] = []
-    episodes: list[dict[str, float]] = []
-    for t, (acted_on, acting, batch) in enumerate(_steps(envs, agent, obs, steps)):
-        for a in ids:
-            obs_buf[a].append(acted_on[a])
-            next_buf[a].append(batch.next_obs[a])
-            act_buf[a].append(acting.actions[a])
-            rew_buf[a].append(batch.rewards[a])
-            term_buf[a].append(batch.terminated[a])
-            done_buf[a].append(batch.terminated[a] | batch.truncated[a] | batch.episode_ended)
-            alive_buf[a].append(batch.alive[a])
-            for key, value in acting.extras.get(a, {}).items():
-                extra_buf[a].setdefault(key, []).append(value)
-        truncated = {a: batch.truncated[a] & ~batch.terminated[a] for a in ids}
-        if any(mask.any() for mask in truncated.values()):
-            next_value_fix.append((t, truncated, agent.value(batch.next_obs)))
-        episodes.extend(tracker.update(batch))
-        if batch.ended_envs:
-            agent.reset_state(batch.episode_ended)
-        agent.on_progress(envs.num_envs, len(batch.ended_envs))
-        obs = batch.obs
-
-    last_values = agent.value(obs)
-    stack = {name: {a: np.stack(buf[a]) for a in ids}
-             for name, buf in (("obs", obs_buf), ("next_obs", next_buf), ("actions", act_buf),
-                               ("rewards", rew_buf), ("terminated", term_buf), ("dones", done_buf),
-                               ("alive", alive_buf))}
-    extras = {a: {k: np.stack(v) for k, v in extra_buf[a].items()} for a in ids}
-    values, next_values, advantages, returns = {}, {}, {}, {}
-    for a in ids:
-        if "value" not in extras[a]:
-            raise TypeError(f"{type(agent).__name__}.act must return extras[{a!r}]['value'] for on-policy training")
-        v = extras[a]["value"].astype(np.float32)
-        nv = np.concatenate([v[1:], np.asarray(last_values[a], dtype=np.float32)[None]], axis=0)
-        for t, truncated, fixed in next_value_fix:
-            nv[t] = np.where(truncated[a], fixed[a], nv[t])
-        values[a], next_values[a] = v, nv
-        advantages[a], returns[a] = compute_gae(stack["rewards"][a], v, nv, stack["terminated"][a],
-                                                stack["dones"][a], gamma, gae_lambda)
-    rollout = Rollout(stack["obs"], stack["next_obs"], stack["actions"], stack["rewards"], stack["terminated"],
-                      stack["dones"], stack["alive"], extras, values, next_values, advantages, returns)
-    return rollout, obs, episodes
+    collection = RolloutInProgress(envs.spec.agent_ids, steps)
+    obs = collection.collect(envs, agent, obs, tracker)
+    return collection.finish(agent, obs, gamma, gae_lambda), obs, collection.episodes
 
 
 class OnPolicyStrategy(BaseStrategy):
@@ -141,9 +212,15 @@ class OnPolicyStrategy(BaseStrategy):
     Overlap: the learner updates the agent's networks in place in a worker thread, so the envs are acted
     on by a second agent built the same way (``behaviour``), which loads ``learner.weights()`` after each
     update and otherwise keeps its own sampling stream. The rollout collected during an update waits for
-    the next ``step`` (``self._ahead``). A checkpoint never holds one: ``state_dict`` first learns from
-    it (and from an update still running), so a resumed run and the run that wrote the checkpoint go on
-    from the same state and stay identical; the schedule, not the machine's timing, decides every step.
+    the next ``step`` (``self._ahead``), in a checkpoint too (``ahead``): a checkpoint changes nothing
+    of what the run does next, so a resumed run and one never stopped stay identical, and the schedule,
+    not the machine's timing, decides every step.
+
+    Stop signals: without overlap a rollout stops at the next vector step once a stop signal is held,
+    and the checkpoint keeps the rollout under way (``partial``) where the envs' state is saved with it,
+    so the resumed run finishes it exactly; where it is not, the stop rolls back to the rollout's start
+    (its env steps and episodes are not counted). With overlap the step (a rollout beside an update)
+    finishes first.
     """
 
     family = StrategyFamily.ON_POLICY
@@ -154,13 +231,25 @@ class OnPolicyStrategy(BaseStrategy):
         self._ahead: Rollout | None = None
         self._learning: Future | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._partial: RolloutInProgress | None = None
+        """The rollout a stop signal interrupted, finished by the next ``step``."""
+        self._saved_work: tuple[StateTree | None, StateTree | None] = (None, None)
+        """A checkpoint's ``partial`` and ``ahead``, applied once ``setup`` has restored the envs."""
 
-    def _collect(self, agent: Agent, limit: int) -> tuple[Rollout, list[dict[str, float]]]:
+    def _collect(self, agent: Agent, limit: int,
+                 stop: Callable[[], bool] | None = None) -> tuple[Rollout | None, list[dict[str, float]]]:
+        """A rollout and the episodes that ended in it; (None, []) where ``stop`` ended it early (kept in
+        ``self._partial``)."""
         config = self.context.config
-        steps = max(1, min(config.rollout_steps, -(-limit // self.envs.num_envs)))
-        rollout, self.obs, episodes = collect_rollout(self.envs, agent, self.obs, steps, self.tracker,
-                                                      config.gamma, config.gae_lambda)
-        return rollout, episodes
+        collection, self._partial = self._partial, None
+        if collection is None:
+            steps = max(1, min(config.rollout_steps, -(-limit // self.envs.num_envs)))
+            collection = RolloutInProgress(self.envs.spec.agent_ids, steps)
+        self.obs = collection.collect(self.envs, agent, self.obs, self.tracker, stop)
+        if not collection.complete:
+            self._partial = collection if collection.taken else None
+            return None, []
+        return collection.finish(agent, self.obs, config.gamma, config.gae_lambda), collection.episodes
 
     def _learn(self, rollout: Rollout) -> dict[str, float]:
         return plugin_call(self.algorithm, "learn()", self.learner.learn, rollout)
@@ -168,7 +257,13 @@ class OnPolicyStrategy(BaseStrategy):
     def step(self, limit: int) -> StepResult:
         if getattr(self.context.config, "overlap_update", False):
             return self._overlapped_step(limit)
-        rollout, episodes = self._collect(self.agent, limit)
+        if self._ahead is not None:  # saved with overlap_update on, resumed with it off: learned first
+            ahead, self._ahead = self._ahead, None
+            self._learn(ahead)
+        # slow envs make a rollout long (Mario: 512 x 8 steps, ~40 s): a stop does not wait for its end
+        rollout, episodes = self._collect(self.agent, limit, self.stop_requested)
+        if rollout is None:
+            return StepResult(0, partial=True)
         metrics = self._learn(rollout)
         metrics.update(self.agent.metrics())
         return StepResult(rollout.num_steps, metrics, episodes)
@@ -195,6 +290,10 @@ class OnPolicyStrategy(BaseStrategy):
                 metrics = self._join()  # also when collection failed: the update is never left running
             collected += self._ahead.num_steps
             episodes.extend(more)
+            if limit - collected <= 0:  # the budget ends here: no rollout may wait for an update never made
+                ahead, self._ahead = self._ahead, None
+                self._learn(ahead)
+                self._give_weights()
         metrics.update(behaviour.metrics())
         return StepResult(collected, metrics, episodes)
 
@@ -227,23 +326,48 @@ class OnPolicyStrategy(BaseStrategy):
     def _give_weights(self) -> None:
         self.behaviour.load_state_dict(self.learner.weights())
 
-    def _settle(self) -> None:
-        """No update running and no rollout waiting: what a checkpoint must hold. The metrics of an update
-        made here are not logged: a resumed run could not log them, and its rows must equal the original's."""
-        self._join()
-        if self._ahead is not None:
-            rollout, self._ahead = self._ahead, None
-            self._learn(rollout)
-            self._give_weights()
-
     def state_dict(self) -> StateTree:
-        if self.behaviour is None:
-            return super().state_dict()
-        self._settle()
+        self._join()  # an update still running (a stop that did not wait): the checkpoint holds its result
         state = super().state_dict()
-        # the copy that acted holds the sampling stream; its weights are the learner's after _settle
-        state["agent"] = self.behaviour.state_dict()
+        if self.behaviour is not None:
+            # the copy that acted holds the sampling stream; its weights are the learner's since the last join
+            state["agent"] = self.behaviour.state_dict()
+        if self._ahead is not None:
+            state["ahead"] = dataclasses.asdict(self._ahead)
+        if self._partial is not None:
+            if "envs" in state["inflight"]:
+                state["partial"] = self._partial.state_dict()
+            else:  # the resume starts fresh episodes: the interrupted rollout is not part of the run
+                state["episodes"] = {**state["episodes"],
+                                     "episodes": self.tracker.episodes - len(self._partial.episodes)}
         return state
+
+    def load_state_dict(self, state: StateTree) -> None:
+        self._saved_work = (state.get("partial"), state.get("ahead"))
+        super().load_state_dict(state)
+        if self.learner is not None:  # restored into a running strategy: its envs were not
+            self._apply_saved_work(continued=False)
+
+    def setup(self) -> None:
+        super().setup()
+        self._apply_saved_work(continued=self._fresh_reason is None)
+
+    def _apply_saved_work(self, continued: bool) -> None:
+        """The checkpoint's rollouts: the one waiting for its update, and the one a stop interrupted if
+        its episodes continue (else it is dropped, and the episodes that ended in it with it)."""
+        from rlf.errors import CheckpointError
+
+        (partial, ahead), self._saved_work = self._saved_work, (None, None)
+        try:
+            if ahead is not None:
+                self._ahead = Rollout(**ahead)
+            if partial is not None and continued:
+                self._partial = RolloutInProgress.from_state(partial, self.envs.spec.agent_ids)
+            elif partial is not None:
+                self.tracker.episodes -= len(partial["episodes"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"the checkpoint's rollout under way is unusable ({type(exc).__name__}: {exc}); "
+                                  "it was not written by this rlf or was edited") from None
 
     def teardown(self) -> None:
         try:

@@ -18,6 +18,7 @@ from rlf.envs.state import StateUnavailable, restore_vector, vector_state
 from rlf.errors import guarded
 from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, Resume, StateTree
 from rlf.training.episodes import EpisodeTracker
+from rlf.training.signals import stop_pending
 from rlf.training.startup import (
     BUILD_WAIT_S,
     _BackgroundBuild,
@@ -39,6 +40,10 @@ class StepResult:
     episodes: list[dict[str, float]] = field(default_factory=list)
     """One row per episode that ended: return(s), length, env metrics, as ``EpisodeTracker.update``
     returns them (the strategy calls it after every env step; the Trainer never sees raw steps)."""
+    partial: bool = False
+    """The step stopped early at a held stop signal (``TrainStrategy.stop_requested``), its unfinished
+    unit kept in the strategy's ``state_dict`` and finished by the next ``step``, which reports it all:
+    a partial step reports nothing (``StepResult(0, partial=True)``) and the Trainer checkpoints and stops."""
 
 
 class TrainStrategy(ABC):
@@ -60,7 +65,12 @@ class TrainStrategy(ABC):
         is N env steps, a rollout of T steps of N envs is N * T) and the run then ends a little past
         ``run.steps``, but a strategy should not start a unit it could shorten to fit. The strategy
         itself calls ``EpisodeTracker.update`` after each env step and ``agent.on_progress`` (env
-        steps and episodes ended since the last call); checkpoints are only taken between steps."""
+        steps and episodes ended since the last call); checkpoints are only taken between steps.
+
+        A stop signal (Ctrl-C, SIGTERM) that arrives during a step is held until it returns, so a step is
+        never cut short; one that can take long (a whole rollout of slow envs) may poll
+        ``stop_requested()`` where its ``state_dict`` can hold the unfinished unit and return
+        ``StepResult(0, partial=True)`` there (see ``StepResult.partial``)."""
 
     @abstractmethod
     def weights(self) -> StateTree: ...
@@ -74,6 +84,10 @@ class TrainStrategy(ABC):
 
     @abstractmethod
     def teardown(self) -> None: ...
+
+    def stop_requested(self) -> bool:
+        """A stop signal is held: the run stops when this step returns (or sooner, see ``step``)."""
+        return stop_pending()
 
     def fresh_episodes_reason(self) -> str | None:
         """After ``setup`` on a resume: None where the episodes under way at the checkpoint continue,
@@ -235,7 +249,8 @@ class BaseStrategy(TrainStrategy):
         """Env states, the observations to act on and the episode accumulators, or why they cannot be saved.
 
         Checkpoints are only written between strategy steps (a whole PPO rollout and its update, a
-        chunk of off-policy steps), so nothing else of the strategy is half done."""
+        chunk of off-policy steps) or where a step stopped at a stop signal and keeps its unfinished
+        unit in its own state (the on-policy strategy's rollout under way)."""
         if self.envs is None:  # torn down (or actor processes step the envs): what teardown kept
             return self._last_inflight or {"unavailable": "the envs are stepped in other processes"}
         try:

@@ -5,11 +5,8 @@ the metric rows; the strategy owns how experience is collected and learned from,
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import re
-import signal
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -25,111 +22,14 @@ from rlf.finite import check_step, check_weights
 from rlf.interfaces import Resume
 from rlf.logging.callbacks import Callback
 from rlf.logging.means import average_metrics, episode_means
-from rlf.training.strategy import TrainStrategy
-
-
-class _Shield:
-    """Where an interrupt may land. Python raises KeyboardInterrupt between any two bytecodes, and one raised
-    inside a library's thread or queue code (tensorboardX's writer, a multiprocessing queue's feeder) can leave
-    a lock held or a wake-up lost: measured, 1 run in ~100 then hung for good in the logger's close(). So while
-    the Trainer's own code runs (callbacks, loggers, checkpoints, teardown) a signal is held and raised as the
-    block ends; inside the strategy's step, where the time goes, it is raised at once as before. A second
-    signal while one is held is raised at once: a stuck callback can still be interrupted."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.depth = 0
-        self.pending = False
-
-    def interrupt(self, signum: int, frame: Any) -> None:
-        if self.depth and not self.pending:
-            self.pending = True
-            return
-        self.pending = False
-        raise KeyboardInterrupt
-
-    def __enter__(self) -> None:
-        self.depth += 1
-
-    def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
-        self.depth -= 1
-        if self.depth == 0 and self.pending and kind is None:
-            self.pending = False
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    def lifted(self):
-        """Inside a held block, a stretch where a signal is raised at once again (and one held is raised
-        on entry)."""
-        depth, self.depth = self.depth, 0
-        try:
-            if self.pending:
-                self.pending = False
-                raise KeyboardInterrupt
-            yield
-        finally:
-            self.depth = depth
-
-    @contextlib.contextmanager
-    def handling(self):
-        """Around the code that handles an interrupt or ends the run: a signal is held, then dropped (the
-        run is stopping anyway; a second one still interrupts at once)."""
-        self.depth += 1
-        try:
-            yield
-        finally:
-            self.depth -= 1
-            if self.depth == 0:
-                self.pending = False
-
-
-# Signal handlers run in the main thread only, so one shield per process serves every Trainer. A forked
-# child (an env worker) never returns through the blocks it was forked inside: it starts unshielded.
-_SHIELD = _Shield()
-os.register_at_fork(after_in_child=_SHIELD.reset)
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt():
-    """While inside: SIGTERM raises KeyboardInterrupt in this process (held while the Trainer's own code runs,
-    see `_Shield`), so a `kill` saves a checkpoint as Ctrl-C does. Processes forked meanwhile (env workers, a
-    plugin's actors) inherit the handler; in them SIGTERM keeps its default, else every child a plugin stops
-    with terminate() would print a KeyboardInterrupt traceback."""
-    owner = os.getpid()
-
-    def handler(signum, frame):
-        if os.getpid() != owner:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.raise_signal(signal.SIGTERM)
-            return
-        _SHIELD.interrupt(signum, frame)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _sigint_shielded():
-    """Ctrl-C under the same rule as SIGTERM while training, where Python's own handler is in place (a host
-    with its own, a notebook kernel say, keeps it) and this is the main thread (the only one that may set one)."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield
-        return
-    signal.signal(signal.SIGINT, _SHIELD.interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+from rlf.training.signals import SHIELD as _SHIELD
+from rlf.training.signals import sigint_shielded
+from rlf.training.signals import sigterm_as_interrupt as sigterm_as_interrupt  # where callers have found it
+from rlf.training.strategy import StepResult, TrainStrategy
 
 
 class Interrupted(Exception):
-    """Training was interrupted (Ctrl-C, or SIGTERM under `sigterm_as_interrupt`); a checkpoint was written first."""
+    """Training was stopped by Ctrl-C (or SIGTERM under `sigterm_as_interrupt`); a checkpoint was written first."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -182,6 +82,9 @@ class Trainer:
         self.latest: dict[str, float] = {}
         """The metrics of the latest strategy step."""
         self.stop_reason: str | None = None
+        self._saved_at: tuple[int, int] | None = None
+        """(env steps, iterations) of the last checkpoint.rlf written: a stop right after a periodic
+        checkpoint does not write (and rotate) the same state again."""
         self._pending: list[dict[str, float]] = []
         """Learner metrics since the last metrics row (averaged into the next one)."""
         self._next_log: int | None = None
@@ -229,16 +132,24 @@ class Trainer:
         one line naming a plugin's callback (see ``api.Algorithm._callbacks``)."""
         with _SHIELD:
             for callback in self.callbacks:
-                _call(callback, event, getattr(callback, event), self, *args)
+                try:
+                    _call(callback, event, getattr(callback, event), self, *args)
+                except KeyboardInterrupt:
+                    # a stop ended the callback's interruptible() work (an evaluation): the other callbacks
+                    # still hear of this step, and the run stops where it would have checkpointed anyway
+                    if not _SHIELD.take_cut():
+                        raise
 
     def interruptible(self) -> contextlib.AbstractContextManager[None]:
         """For a callback's long work that may be cut short, such as an evaluation's episodes: a Ctrl-C or
-        SIGTERM inside is raised at once, as inside a strategy's step. Elsewhere in a callback it waits
-        until the callback returns, so a library's lock or queue is never left half-used."""
+        SIGTERM inside (or one held since the step) raises KeyboardInterrupt there at once, which ends the
+        callback; the run then stops as after any other step. Elsewhere in a callback a signal waits until
+        the callback returns, so a library's lock or queue is never left half-used."""
         return _SHIELD.lifted()
 
     def request_stop(self, reason: str) -> None:
-        """Stop after the current step (the final metrics row and checkpoint are still written)."""
+        """Stop after the current step (the final metrics row and checkpoint are still written, and
+        ``on_end`` is called: the run ended, it was not interrupted)."""
         if self.stop_reason is None:
             self.stop_reason = reason
 
@@ -252,24 +163,26 @@ class Trainer:
         with _SHIELD:
             state = self._state()
             path = self.save_checkpoint(state) if name is None else self.save_checkpoint(state, name)
+            if name is None:
+                self._saved_at = (self.counters["env_steps"], self.counters["iterations"])
             if path is not None:
                 self.emit("on_checkpoint", Path(path))
         return path
 
     def train(self) -> dict[str, float]:
-        with _sigint_shielded():
+        with sigint_shielded():
             return self._train()
 
     def _train(self) -> dict[str, float]:
         run, counters = self.run, self.counters
-        pending = self._pending
         if self._next_log is None:
             self._next_log = counters["env_steps"] + run.log_interval
         if self._next_checkpoint is None and run.checkpoint_interval:
             self._next_checkpoint = counters["env_steps"] + run.checkpoint_interval
-        window_start, window_steps = time.perf_counter(), 0
-        summary: dict[str, float] = {}
+        self._window = (time.perf_counter(), 0)
+        self._summary: dict[str, float] = {}
         ready = finished = False
+        whole = True  # no step under way: the state is one a checkpoint continues exactly
         try:
             self.strategy.resume_supervision(counters)
             self.strategy.setup()
@@ -279,44 +192,29 @@ class Trainer:
                 self._announce_resume()
             self.emit("on_start")
             while counters["env_steps"] < run.steps and self.stop_reason is None:
-                result = self.strategy.step(run.steps - counters["env_steps"])
-                check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir)
-                counters["env_steps"] += result.env_steps
-                counters["iterations"] += 1
-                window_steps += result.env_steps
-                if result.metrics:
-                    pending.append(result.metrics)
-                    self.latest = result.metrics
-                if result.episodes:
-                    counters["episodes"] += len(result.episodes)
-                    self.recent.extend(result.episodes)
-                    self.emit("on_episode_end", [{"env_step": counters["env_steps"], **row} for row in result.episodes])
-                self.emit("on_step", result)
-                if (counters["env_steps"] >= self._next_log or counters["env_steps"] >= run.steps
-                        or self.stop_reason is not None):
-                    elapsed = time.perf_counter() - window_start
-                    summary = {**average_metrics(pending), **episode_means(self.recent),
-                               "env_step": counters["env_steps"], "iterations": counters["iterations"],
-                               "episodes": counters["episodes"],
-                               "steps_per_second": window_steps / elapsed if elapsed > 0 else 0.0}
-                    check_weights(self.strategy, counters["env_steps"], run.algorithm, self.run_dir)
-                    summary.update(self.strategy.supervision_metrics())
-                    self.emit("on_log", summary)
-                    pending.clear()
-                    window_start, window_steps = time.perf_counter(), 0
-                    self._next_log = counters["env_steps"] + run.log_interval
-                if self._next_checkpoint is not None and counters["env_steps"] >= self._next_checkpoint:
-                    self._next_checkpoint = counters["env_steps"] + run.checkpoint_interval
-                    self.checkpoint()
+                # A stop signal is held until this block ends (see rlf.training.signals): the step and
+                # everything a run never stopped does after it (rows, evaluation, periodic checkpoint) run
+                # first, so the checkpoint the stop writes is one a periodic checkpoint here would be.
+                with _SHIELD:
+                    whole, self._saved_at = False, None
+                    result = self.strategy.step(run.steps - counters["env_steps"])
+                    if result.partial:
+                        self._check_partial(result)
+                    else:
+                        self._absorb(result)
+                    whole = True
             self.checkpoint()
-            self.emit("on_end", summary)
+            self.emit("on_end", self._summary)
             finished = True
         except KeyboardInterrupt:
             if not ready:
                 raise
             with _SHIELD.handling():
-                self.checkpoint()
-            raise Interrupted(f"interrupted at env step {counters['env_steps']}; checkpoint saved, "
+                if not (whole and self._saved_at == (counters["env_steps"], counters["iterations"])):
+                    self.checkpoint()
+            note = "" if whole else (" (a second Ctrl-C or SIGTERM did not wait for the step to finish: the "
+                                     "resume may differ from a run never stopped)")
+            raise Interrupted(f"interrupted at env step {counters['env_steps']}; checkpoint saved{note}, "
                               f"continue with: rlf train --resume {self.run_dir}") from None
         except PluginRunError as exc:
             if ready and exc.hook_only:  # a callback failed between steps: the training state is whole
@@ -333,8 +231,50 @@ class Trainer:
                 self.strategy.teardown()
             if failure is not None and finished:
                 raise failure
-        return summary
+        return self._summary
 
+    def _absorb(self, result: StepResult) -> None:
+        """Count a finished step and tell the callbacks: episode rows, the metrics row when one is due,
+        the periodic checkpoint."""
+        run, counters, pending = self.run, self.counters, self._pending
+        check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir)
+        counters["env_steps"] += result.env_steps
+        counters["iterations"] += 1
+        self._window = (self._window[0], self._window[1] + result.env_steps)
+        if result.metrics:
+            pending.append(result.metrics)
+            self.latest = result.metrics
+        if result.episodes:
+            counters["episodes"] += len(result.episodes)
+            self.recent.extend(result.episodes)
+            self.emit("on_episode_end", [{"env_step": counters["env_steps"], **row} for row in result.episodes])
+        self.emit("on_step", result)
+        if (counters["env_steps"] >= self._next_log or counters["env_steps"] >= run.steps
+                or self.stop_reason is not None):
+            started, steps = self._window
+            elapsed = time.perf_counter() - started
+            summary = {**average_metrics(pending), **episode_means(self.recent),
+                       "env_step": counters["env_steps"], "iterations": counters["iterations"],
+                       "episodes": counters["episodes"],
+                       "steps_per_second": steps / elapsed if elapsed > 0 else 0.0}
+            check_weights(self.strategy, counters["env_steps"], run.algorithm, self.run_dir)
+            summary.update(self.strategy.supervision_metrics())
+            self.emit("on_log", summary)
+            self._summary = summary
+            pending.clear()
+            self._window = (time.perf_counter(), 0)
+            self._next_log = counters["env_steps"] + run.log_interval
+        if self._next_checkpoint is not None and counters["env_steps"] >= self._next_checkpoint:
+            self._next_checkpoint = counters["env_steps"] + run.checkpoint_interval
+            self.checkpoint()
+
+    def _check_partial(self, result: StepResult) -> None:
+        """A step that kept its unfinished work for the checkpoint: only allowed when a stop is held."""
+        if not _SHIELD.pending or result.env_steps or result.episodes or result.metrics:
+            raise RuntimeError(f"the {self.strategy.family!r} strategy returned a partial step "
+                               f"({'with results' if _SHIELD.pending else 'with no stop signal held'}); "
+                               "StepResult(0, partial=True) is only for stopping at a held stop signal "
+                               "(TrainStrategy.stop_requested)")
 
     def _quiet_checkpoint(self) -> None:
         """The state as it stands, saved without telling the callbacks (one of them just failed; their

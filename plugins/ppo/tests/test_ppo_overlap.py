@@ -21,14 +21,19 @@ def make(registry, path, steps, *extra):
                     overrides=[f"steps={steps}", f"run_dir='{path}'", *SHORT, *extra])
 
 
-def test_every_collected_step_is_learned_before_a_checkpoint(ppo_registry, tmp_path):
+def test_a_checkpoint_keeps_the_rollout_waiting_for_its_update(ppo_registry, tmp_path):
     algo = make(ppo_registry, tmp_path / "run", 1024, "checkpoint_interval=512")
     algo.train()
     strategy = algo.strategy
     assert strategy.behaviour is not None and strategy.behaviour is not strategy.agent
+    # at 512 three rollouts were learned and the fourth, collected beside the third's update, waited:
+    # the checkpoint holds it unlearned, so writing it changed nothing of what the run did next
+    periodic = ckpt.load(tmp_path / "run" / "checkpoint-1.rlf")["strategy"]
+    assert (periodic["learner"]["updates"], periodic["learner"]["env_steps"]) == (3, 384)
+    assert periodic["ahead"]["rewards"]["agent"].shape == (32, 4)
     saved = ckpt.load(tmp_path / "run" / "checkpoint.rlf")["strategy"]
-    # the rollout collected during the last update was learned when the checkpoint was written
-    assert (saved["learner"]["updates"], saved["learner"]["env_steps"]) == (8, 1024)
+    # the run's last step learns its last rollout: nothing waits at the end
+    assert (saved["learner"]["updates"], saved["learner"]["env_steps"]) == (8, 1024) and "ahead" not in saved
     assert strategy._ahead is None and strategy._learning is None
     # the acting copy was given the learner's weights and kept its own (advanced) sampling stream
     assert_trees_equal(saved["agent"]["networks"], strategy.learner.weights()["networks"])
@@ -38,8 +43,8 @@ def test_every_collected_step_is_learned_before_a_checkpoint(ppo_registry, tmp_p
 
 
 def test_resume_is_the_run_that_went_on(ppo_registry, tmp_path):
-    """A checkpoint settles the pipeline (no update running, no rollout waiting): going on in the same
-    process and resuming from the file give the same weights, optimizer and sampling stream."""
+    """Going on in the same process and resuming from the file give the same weights, optimizer and
+    sampling stream."""
     algo = make(ppo_registry, tmp_path / "run", 1024)
     algo.train()
     resumed = rlf.load(tmp_path / "run", registry=ppo_registry)
@@ -95,10 +100,11 @@ def test_a_learner_failing_in_its_thread_is_the_plugin_error(ppo_registry, tmp_p
 
 
 def test_interrupted_while_collecting_beside_an_update(ppo_registry, tmp_path, monkeypatch):
-    """Ctrl-C lands in the main thread mid-collection: the update finishes, the checkpoint holds only
+    """A KeyboardInterrupt that did not wait for the step's end (a second Ctrl-C, a host's own SIGINT
+    handler) lands in the main thread mid-collection: the update finishes, the checkpoint holds only
     learned steps, and the run resumes to its budget."""
     calls = []
-    original = on_policy.collect_rollout
+    original = on_policy.RolloutInProgress.collect
 
     def interrupting(*args, **kwargs):
         calls.append(1)
@@ -106,14 +112,14 @@ def test_interrupted_while_collecting_beside_an_update(ppo_registry, tmp_path, m
             raise KeyboardInterrupt
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(on_policy, "collect_rollout", interrupting)
+    monkeypatch.setattr(on_policy.RolloutInProgress, "collect", interrupting)
     algo = make(ppo_registry, tmp_path / "run", 1024)
     with pytest.raises(Interrupted):
         algo.train()
     saved = ckpt.load(tmp_path / "run" / "checkpoint.rlf")
     assert saved["counters"]["env_steps"] == 384  # three rollouts counted ...
     assert saved["strategy"]["learner"]["env_steps"] == 384  # ... and all three learned
-    monkeypatch.setattr(on_policy, "collect_rollout", original)
+    monkeypatch.setattr(on_policy.RolloutInProgress, "collect", original)
     resumed = rlf.load(tmp_path / "run", registry=ppo_registry)
     resumed.train()
     assert resumed.counters["env_steps"] == 1024 and resumed.strategy.learner.env_steps == 1024
