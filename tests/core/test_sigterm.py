@@ -1,6 +1,7 @@
 """SIGTERM (``kill``, ``docker stop``, a Kubernetes eviction) stops training as Ctrl-C does, in the process
-that trains; processes it forked die of the signal as they would without rlf, with no traceback. While a
-callback (a logger) runs, either signal waits for it to return; a second one does not wait."""
+that trains; processes it forked die of the signal as they would without rlf, with no traceback, and leave
+Ctrl-C to it. While a strategy's step or a callback (a logger) runs, either signal waits for it to return;
+a second one does not wait. (Exact resumes after a stop: tests/reliability/test_exact_resume_signals.py.)"""
 
 from __future__ import annotations
 
@@ -126,3 +127,63 @@ def test_an_evaluation_is_interrupted_at_once(registry, tmp_path):
     with sigterm_as_interrupt():
         assert _train(registry, tmp_path, PeriodicEval(64, 3, evaluate)) == 64
     assert played == []
+
+
+def _signal_at_step(monkeypatch, step: int, *signals: int) -> None:
+    """Send ``signals`` to this process inside the strategy's step, at its ``step``-th vector step."""
+    from rlf.training.episodes import EpisodeTracker
+
+    update, count = EpisodeTracker.update, [0]
+
+    def signalling(self, *args, **kwargs):
+        rows = update(self, *args, **kwargs)
+        count[0] += 1
+        if count[0] == step:
+            for signum in signals:
+                os.kill(os.getpid(), signum)
+                time.sleep(0.05)  # the handler runs between bytecodes, at the latest here
+        return rows
+
+    monkeypatch.setattr(EpisodeTracker, "update", signalling)
+
+
+def test_a_signal_inside_a_step_is_held_until_the_step_ends(registry, tmp_path, monkeypatch, python_sigint):
+    # an off-policy chunk is 64 steps of the one env: a signal at its 10th stops the run at its end
+    _signal_at_step(monkeypatch, 10, signal.SIGINT)
+    algo = _make(registry, tmp_path)
+    with pytest.raises(Interrupted, match=r"^interrupted at env step 64; checkpoint saved, continue with"):
+        algo.train()
+    assert ckpt.load(tmp_path / "checkpoint.rlf")["counters"]["env_steps"] == 64
+
+
+def test_a_second_signal_inside_a_step_stops_at_once_and_says_the_resume_may_differ(registry, tmp_path,
+                                                                                      monkeypatch):
+    _signal_at_step(monkeypatch, 10, signal.SIGTERM, signal.SIGTERM)
+    algo = _make(registry, tmp_path)
+    with sigterm_as_interrupt(), pytest.raises(Interrupted, match=r"^interrupted at env step 0; checkpoint saved "
+                                                                  r"\(a second Ctrl-C or SIGTERM did not wait"):
+        algo.train()
+    assert ckpt.load(tmp_path / "checkpoint.rlf")["counters"]["env_steps"] == 0
+
+
+def _exit_with_sigint_disposition() -> None:
+    os._exit(0 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else 1)
+
+
+class _Forks(Callback):
+    def __init__(self):
+        self.exitcode = None
+
+    def on_start(self, trainer):
+        child = mp.get_context("fork").Process(target=_exit_with_sigint_disposition)
+        child.start()
+        child.join(60)
+        self.exitcode = child.exitcode
+
+
+def test_a_child_forked_while_training_leaves_ctrl_c_to_the_training_process(registry, tmp_path, python_sigint):
+    # a terminal's Ctrl-C reaches the whole process group: an actor killed by it could not help finish the step
+    forks = _Forks()
+    _make(registry, tmp_path, steps=64).train(callbacks=[forks])
+    assert forks.exitcode == 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

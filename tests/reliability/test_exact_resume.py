@@ -249,3 +249,60 @@ def test_a_state_for_another_env_is_refused_before_anything_changes():
         set_env_states([fresh, gymnasium.make("Pendulum-v1")], [get_env_state(pendulum), get_env_state(cartpole)])
     assert getattr(fresh.unwrapped, "state", None) is None  # the first env was not touched either
 
+
+
+# -- env worker processes (vector=async) answer for their envs ----------------------------------------------
+
+def _cartpole():
+    import gymnasium
+
+    return gymnasium.make("CartPole-v1", max_episode_steps=30)  # short: episode ends are crossed too
+
+
+def test_env_workers_say_and_take_their_envs_state_in_the_in_process_format(tmp_path):
+    from rlf.envs.gym_vector import GymVector
+
+    actions = np.random.default_rng(0).integers(2, size=(120, 2))
+    original = GymVector("cartpole", _cartpole, 2, subprocess=True)
+    copies = [GymVector("cartpole", _cartpole, 2, subprocess=True), GymVector("cartpole", _cartpole, 2, subprocess=False)]
+    try:
+        original.reset(seed=11)
+        for action in actions[:50]:
+            original.step({"agent": action})
+        ckpt.save(tmp_path / "state.rlf", {"vector": original.get_state()})
+        for copy in copies:  # never reset: the state makes them usable, in workers or in this process
+            copy.set_state(ckpt.load(tmp_path / "state.rlf")["vector"])
+        for t, action in enumerate(actions[50:]):
+            expected = original.step({"agent": action})
+            for copy in copies:
+                got = copy.step({"agent": action})
+                assert np.array_equal(got.obs["agent"], expected.obs["agent"]), f"diverged at step {t}"
+                assert np.array_equal(got.rewards["agent"], expected.rewards["agent"])
+                assert np.array_equal(got.episode_ended, expected.episode_ended)
+    finally:
+        for vector in (original, *copies):
+            vector.close()
+
+
+def test_env_workers_without_the_protocol_or_mid_step_say_why():
+    import gymnasium
+
+    from rlf.envs.gym_vector import GymVector
+    from rlf.envs.state import StateUnavailable
+
+    frozen = GymVector("frozen", lambda: gymnasium.make("FrozenLake-v1"), 2, subprocess=True)
+    try:
+        frozen.reset(seed=1)
+        with pytest.raises(StateUnavailable, match="FrozenLakeEnv has no get_state/set_state"):
+            frozen.get_state()
+        frozen.step({"agent": np.array([0, 1])})  # the workers still step after answering
+    finally:
+        frozen.close()
+    cartpole = GymVector("cartpole", _cartpole, 2, subprocess=True)
+    try:
+        cartpole.reset(seed=1)
+        cartpole.step_async(0, {"agent": np.array([0])})
+        with pytest.raises(StateUnavailable, match="in the middle of a step"):
+            cartpole.get_state()
+    finally:
+        cartpole.close()

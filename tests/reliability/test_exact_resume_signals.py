@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_exact_resume import TIME_COLUMNS, _table, assert_same_tree
+from test_exact_resume import _table, assert_same_tree
 
 import rlf
 import rlf.training.off_policy as off_policy
@@ -266,8 +266,9 @@ def test_appo_stops_at_a_chunk_boundary_and_resumes_with_fresh_episodes(tmp_path
     rlf.load(tmp_path / "run", registry=registry).train()
     notes = [line for line in capfd.readouterr().err.splitlines() if line.startswith("resume:")]
     assert len(notes) == 1 and "starting fresh episodes" in notes[0], notes
-    episodes = [row[0] for row in _table(tmp_path / "run" / "episodes.csv")[1:]]
-    assert episodes == [str(float(n)) for n in range(1, len(episodes) + 1)]  # each episode once, none missing
+    table = _table(tmp_path / "run" / "episodes.csv")
+    episodes = [float(row[table[0].index("episode")]) for row in table[1:]]
+    assert episodes == list(range(1, len(episodes) + 1))  # each episode once, none missing
 
 
 # -- the real command, stopped from outside -------------------------------------------------------------
@@ -305,31 +306,39 @@ def _cli(args: list[str], cwd: Path, wait_at: int = 0) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RLF_TEST_WAIT_AT": str(wait_at),
            "RLF_TEST_MARK": str(cwd / "waiting")}
     env.pop("RLF_STRICT_PLUGINS", None)
+    # a session of its own: the terminal's Ctrl-C goes to its whole process group, env workers included
     return subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals, start_new_session=True)
 
 
-@pytest.mark.parametrize("signame", ["sigterm", "sigint"])
-def test_rlf_train_stopped_from_outside_mid_rollout_resumes_bit_identical(signame, tmp_path):
+@pytest.mark.parametrize(("signame", "case"), [("sigterm", "ppo-sync"), ("sigint", "ppo-async")])
+def test_rlf_train_stopped_from_outside_mid_rollout_resumes_bit_identical(signame, case, tmp_path):
+    """SIGTERM as `kill PID` sends it (to the training process), SIGINT as a terminal's Ctrl-C does (to the
+    process group: the env workers get it too, and must not die of it before the run has stopped)."""
     args = ["train", "ppo", "--env", "gym:CartPole-v1", "--steps", str(STEPS), "--seed", "5", "--no-progress",
-            *[part for o in [*COMMON[3:], *CASES["ppo-sync"][2]] for part in ("--set", o)]]
+            *[part for o in [*COMMON[3:], *CASES[case][2]] for part in ("--set", o)]]
     reference = _cli([*args, "--run-dir", str(tmp_path / "ref")], tmp_path)
     stopped = _cli([*args, "--run-dir", str(tmp_path / "run")], tmp_path, wait_at=45)
-    deadline = time.monotonic() + 600
-    while not (tmp_path / "waiting").exists():
-        assert stopped.poll() is None and time.monotonic() < deadline, stopped.stderr.read()
-        time.sleep(0.1)
-    stopped.send_signal(SIGNALS[signame])
-    _, err = stopped.communicate(timeout=600)
+    try:
+        deadline = time.monotonic() + 600
+        while not (tmp_path / "waiting").exists():
+            assert stopped.poll() is None and time.monotonic() < deadline, stopped.stderr.read()
+            time.sleep(0.1)
+        if signame == "sigint":
+            os.killpg(stopped.pid, signal.SIGINT)
+        else:
+            stopped.send_signal(signal.SIGTERM)
+        _, err = stopped.communicate(timeout=600)
+    finally:
+        if stopped.poll() is None:
+            stopped.kill()
     assert stopped.returncode == 130, err
     lines = [line for line in err.splitlines() if line.startswith("rlf:")]
     assert len(lines) == 1 and "interrupted at env step 64; checkpoint saved, continue with" in lines[0], err
+    assert "Traceback" not in err
     resumed = _cli(["train", "--resume", str(tmp_path / "run"), "--no-progress"], tmp_path)
     _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0 and "starting fresh episodes" not in err, err
     _, err = reference.communicate(timeout=600)
     assert reference.returncode == 0, err
     assert_identical_runs(tmp_path / "ref", tmp_path / "run")
-
-
-assert "steps_per_second" in TIME_COLUMNS

@@ -79,6 +79,8 @@ class GymVector(VectorEnv):
         self._parts = [slice(start, stop) for start, stop in zip(starts, starts[1:], strict=False)]
         self._alive = [{SINGLE_AGENT: np.ones(size, dtype=bool)} for size in sizes]
         self._pending_actions: list[np.ndarray | None] = [None] * len(self.groups)
+        self._stepping = [False] * len(self.groups)
+        """Per group: a step was sent to its workers and their answers not read yet."""
         self._spliced: list[dict[int, gymnasium.vector.AsyncVectorEnv]] = [{} for _ in self.groups]
         """Per group: worker index -> the one-env vector whose process replaced it (see _start_worker)."""
         first = self.groups[0]
@@ -187,6 +189,7 @@ class GymVector(VectorEnv):
         # Gymnasium's step_async/step_wait treat a group as one: a lost worker loses its siblings'
         # answers too. Talking to each worker's pipe (the same messages) lets one worker be replaced.
         group = self.groups[part]
+        self._stepping[part] = True
         for i, action in enumerate(gymnasium.vector.utils.iterate(group.action_space, actions)):
             self._command(part, i, ("step", action))
 
@@ -195,6 +198,7 @@ class GymVector(VectorEnv):
         if self.in_process:
             return self._batch(part, *group.step(self._pending_actions[part]))
         results, lost = self._receive(part)
+        self._stepping[part] = False
         size = len(results)
         rewards = np.zeros(size, dtype=np.float64)
         terminated = np.zeros(size, dtype=bool)
@@ -394,6 +398,8 @@ class GymVector(VectorEnv):
         """Each worker's answer to ``(STATE_COMMAND, message(env index))``, in env order; StateUnavailable
         with the first reason a worker gave, or naming a worker that was lost meanwhile (the next step
         notices it as usual)."""
+        if any(self._stepping):  # their answers come first in the pipes: the state would be misread
+            raise StateUnavailable("the env workers were stopped in the middle of a step")
         for index, group in enumerate(self.groups):
             start = self._parts[index].start
             for i in range(len(group.parent_pipes)):

@@ -162,6 +162,9 @@ def env_worker(index: int, env_fn: Any, pipe: Any, parent_pipe: Any, *rest: Any)
     """An env worker process: Gymnasium's own, with ``STATE_COMMAND`` answered on the way in."""
     from gymnasium.vector.async_vector_env import _async_worker
 
+    # A Ctrl-C in a terminal reaches every process of the group; the training process finishes its step
+    # (the workers' answers included) before it stops, then closes the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _async_worker(index, env_fn, _StatePipe(pipe), parent_pipe, *rest)
 
 

@@ -86,10 +86,20 @@ class _Shield:
                 self.cut_short = False
 
 
-# Signal handlers run in the main thread only, so one shield per process serves every Trainer. A forked
-# child (an env worker, an actor) never returns through the blocks it was forked inside: it starts unshielded.
+# Signal handlers run in the main thread only, so one shield per process serves every Trainer.
 SHIELD = _Shield()
-os.register_at_fork(after_in_child=SHIELD.reset)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (an actor, an A3C worker) never returns through the blocks it was forked inside: it
+    starts unshielded. A Ctrl-C in a terminal reaches it too (the whole process group gets SIGINT), but
+    stopping is the training process's: it finishes its step with the child's help, then stops the child."""
+    SHIELD.reset()
+    if signal.getsignal(signal.SIGINT) == SHIELD.interrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def stop_pending() -> bool:
