@@ -27,10 +27,10 @@ import matrix  # noqa: E402
 from matrix import FIXED_ENVS, ROOT, split_env  # noqa: E402
 
 CONSTRAINTS = ROOT / "constraints.txt"
-RELIABILITY_PLUGINS = ("random", "ppo", "dqn", "iql", "predator_prey", "a3c")
+RELIABILITY_PLUGINS = ("random", "ppo", "dqn", "iql", "predator_prey", "a3c", "sac", "appo")
 """What tests/reliability trains: the issue's reports used these (ppo on CartPole with subprocess envs,
-dqn and iql on predator-prey; dqn's actor processes and a3c's async workers killed mid-run); the rest of
-the matrix is integration's business."""
+dqn and iql on predator-prey; dqn's actor processes and a3c's async workers killed mid-run; sac and appo
+stopped by a signal and resumed); the rest of the matrix is integration's business."""
 PYTEST_PATHS = {"core": ["tests/core"], "integration": ["tests/integration"], "reliability": ["tests/reliability"],
                 "packaging": ["tests/packaging", "--ignore=tests/packaging/test_docker.py"]}
 
