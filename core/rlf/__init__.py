@@ -32,6 +32,7 @@ from rlf.interfaces import (
     BuildContext,
     EnvSpec,
     Learner,
+    PolicyExport,
     Resume,
     Rollout,
     StateTree,
@@ -89,7 +90,7 @@ __getattr__ = lazy_exports(__name__, _LAZY)
 __all__ = [
     "API_VERSION", "EPISODE_METRICS", "SINGLE_AGENT", "Acting", "Agent", "AgentArrays", "AgentBatch", "AlgorithmConfig",
     "BuildContext", "Callback", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
-    "ExplorationConfig", "IncompatibleError", "Learner", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
+    "ExplorationConfig", "IncompatibleError", "Learner", "PolicyExport", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
     "Logger", "RegisterAlgorithm", "RegisterCallback", "RegisterCollector", "RegisterEnvironment",
     "RegisterLogger", "RegisterStrategy", "Resume", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,

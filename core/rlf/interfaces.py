@@ -171,6 +171,34 @@ class Transitions:
     """(N,) bool: the env's whole episode ended at this step."""
 
 
+POLICY_HEADS = ("categorical", "q_values", "squashed_gaussian", "gaussian")
+"""What an exported policy module returns, and so how its greedy action and its samples are made:
+
+- ``categorical``: logits (N, n); greedy is the argmax, a sample draws from softmax(logits).
+- ``q_values``: action values (N, n); greedy is the argmax (an epsilon-greedy agent explores around it).
+- ``squashed_gaussian``: (mean, log_std), each (N, dim), of a Gaussian before tanh; the action is
+  tanh(u) * scale + center, greedy at u = mean (SAC's policy).
+- ``gaussian``: (mean, log_std) of a Gaussian in action units; greedy is the mean clipped to the bounds.
+"""
+
+
+@dataclass(frozen=True)
+class PolicyExport:
+    """One agent id's policy as a module ``rlf export --format onnx`` can trace: ``module(obs)`` takes a
+    batch of observations exactly as the environment gives them (dtype and shape of the space, pixels as
+    uint8) and returns ``head``'s outputs (``POLICY_HEADS``). Everything acting does to an observation
+    (scaling, one-hot, normalisation statistics) belongs inside the module, so the exported file needs
+    nothing of rlf."""
+
+    module: Any
+    """A ``torch.nn.Module``; typed loosely so that the core imports without torch."""
+    head: str
+
+    def __post_init__(self) -> None:
+        if self.head not in POLICY_HEADS:
+            raise ValueError(f"unknown policy head {self.head!r}; one of {', '.join(POLICY_HEADS)}")
+
+
 class Agent(ABC):
     """Acts on batched observations. Independent of how it is trained."""
 
@@ -201,6 +229,11 @@ class Agent(ABC):
     def on_resume(self, resume: Resume) -> None:  # noqa: B027 - optional hook
         """Training continues from a checkpoint (after ``load_state_dict``); where
         ``resume.episodes_restored`` is False, every env starts a new episode: drop per-episode state."""
+
+    def export_policy(self, agent_id: str) -> PolicyExport:
+        """The policy of ``agent_id`` for ``rlf export --format onnx`` (optional: an agent without one
+        cannot be exported; one with per-episode memory needs inputs a feed-forward export lacks)."""
+        raise NotImplementedError(f"{type(self).__name__} has no exportable policy")
 
     @abstractmethod
     def state_dict(self) -> StateTree: ...

@@ -1,5 +1,6 @@
 """Runs and files already on disk: ``rlf.load`` (resume a run or open a checkpoint) and ``rlf.export``
-(the agent's weights and config only, for sharing a trained agent).
+(the agent's weights and config only, for sharing a trained agent; or its policy as ONNX, for running it
+without rlf).
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlf.api import CHECKPOINT_FILE, RUN_FILE, Algorithm, _previous_hint
 from rlf.config import (
     parse_overrides,
 )
-from rlf.errors import CheckpointError, ConfigError
+from rlf.errors import CheckpointError, ConfigError, IncompatibleError
 from rlf.finite import check_tree
 from rlf.plugins.loading import registry as default_registry
 from rlf.plugins.specs import (
@@ -21,6 +24,7 @@ from rlf.plugins.specs import (
 from rlf.resolution import resolve
 from rlf.storage import checkpoint as ckpt
 from rlf.storage import run_state, rundir
+from rlf.version import __version__
 
 WEIGHTS_ONLY = "agent-weights"
 """The ``contents`` of a file ``export`` wrote: the agent's state and the config, nothing to resume from."""
@@ -83,15 +87,22 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
 def export(source: Path | str, target: Path | str, overwrite: bool = False) -> dict[str, Any]:
     """Write the agent of a run (its latest checkpoint) or of a checkpoint file to ``target``: the
     weights and the config, without the learner's optimizer, replay buffer, env or RNG state. The file
-    is what ``rlf eval`` needs to play, a fraction of a checkpoint's size, and cannot be resumed."""
+    is what ``rlf eval`` needs to play, a fraction of a checkpoint's size, and cannot be resumed.
+
+    A ``target`` named ``*.onnx`` gets the agent's policy as an ONNX graph instead (docs/EXPORT.md): raw
+    observations in, greedy actions and the distribution's parameters out, checked against the agent on
+    1,000 observations before it is written."""
     path, _ = _checkpoint_of(Path(source))
     target = Path(target)
-    if target.suffix != ".rlf":
-        raise ConfigError(f"{target}: name the exported agent <name>.rlf (what rlf eval reads)")
+    if target.suffix not in EXPORT_SUFFIXES:
+        raise ConfigError(f"{target}: name the exported agent <name>.rlf (the agent for `rlf eval`) or "
+                          "<name>.onnx (its policy for onnxruntime)")
     if target.is_dir() or target.is_symlink() or (target.exists() and not overwrite):
         raise ConfigError(f"{target} already exists; pick another name, or pass --overwrite to replace it")
     if target.resolve() == path.resolve():
         raise ConfigError(f"{target} is the checkpoint being exported; write the agent to another file")
+    if target.suffix == ".onnx":
+        return _export_onnx(path, target)
     state = ckpt.load(path)
     checked = run_state.validate_state(path, state)
     config = {section: dict(values) for section, values in state["config"].items()}
@@ -103,7 +114,41 @@ def export(source: Path | str, target: Path | str, overwrite: bool = False) -> d
     target.parent.mkdir(parents=True, exist_ok=True)
     ckpt.save(target, agent)
     return {"path": str(target), "bytes": target.stat().st_size, "checkpoint_bytes": path.stat().st_size,
-            "env_steps": int(checked.counters.get("env_steps", 0))}
+            "env_steps": int(checked.counters.get("env_steps", 0)), "format": "rlf"}
+
+
+EXPORT_SUFFIXES = (".rlf", ".onnx")
+PROBES = 1000
+"""Observations (samples of each observation space, seeded) the ONNX export is checked on."""
+
+
+def _export_onnx(path: Path, target: Path) -> dict[str, Any]:
+    """The agent's policies as an ONNX graph (``rlf.nn.onnx_export``), checked against the agent itself."""
+    from rlf.nn import onnx_export
+
+    algo = load(path)
+    spec = algo._probe_spec()
+    agent = algo.resolved.algorithm.build_agent(algo._context(spec))
+    run_state.load_into(agent, algo._agent_state, "agent", check_shapes=True)
+    name = algo.resolved.run.algorithm
+    try:
+        exports = {agent_id: agent.export_policy(agent_id) for agent_id in spec.agent_ids}
+    except NotImplementedError:
+        raise IncompatibleError(f"algorithm {name!r} has no exportable policy (its agent does not implement "
+                                "export_policy); export it as <name>.rlf for `rlf eval` instead") from None
+    probes = {}
+    for index, agent_id in enumerate(spec.agent_ids):
+        space = spec.observation_spaces[agent_id]
+        space.seed(index)
+        probes[agent_id] = np.stack([space.sample() for _ in range(PROBES)])
+    greedy = {agent_id: agent.act({agent_id: probes[agent_id]}, explore=False).actions[agent_id]
+              for agent_id in spec.agent_ids}
+    env_steps = int(algo.counters.get("env_steps", 0))
+    about = {"algorithm": name, "env": algo.resolved.run.env, "env_steps": env_steps, "rlf_version": __version__,
+             "source": path.name}
+    done = onnx_export.export_onnx(exports, spec.observation_spaces, spec.action_spaces, target, about, probes,
+                                   greedy)
+    return {**done, "checkpoint_bytes": path.stat().st_size, "env_steps": env_steps, "format": "onnx"}
 
 
 def _refuse_changed_names(stored: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]]) -> None:

@@ -59,13 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--tensorboard", action="store_true",
                           help="also put the video in the run's TensorBoard files (tag eval/video)")
 
-    export = sub.add_parser("export", help="write a run's agent (weights and config only) to a small file",
-                            description="Write the agent of a run's latest checkpoint (or of a checkpoint file) "
-                                        "without the optimizer, replay buffer and env state: a small file that "
-                                        "`rlf eval FILE` plays on any machine with the same plugins. It cannot "
-                                        "be resumed.")
+    export = sub.add_parser("export", help="write a run's agent to a small file (.rlf) or its policy as ONNX (.onnx)",
+                            description="Write the agent of a run's latest checkpoint (or of a checkpoint file). "
+                                        "<name>.rlf: without the optimizer, replay buffer and env state, a small file "
+                                        "that `rlf eval FILE` plays on any machine with the same plugins; it cannot "
+                                        "be resumed. <name>.onnx: the policy as an ONNX graph (observations as the "
+                                        "env gives them in; greedy action and the distribution's parameters out) "
+                                        "that onnxruntime runs without rlf or torch, checked against the agent "
+                                        "before it is written (docs/EXPORT.md).")
     export.add_argument("run", type=Path, help="run directory or checkpoint file")
-    export.add_argument("file", type=Path, help="the file to write (<name>.rlf)")
+    export.add_argument("file", type=Path, help="the file to write: <name>.rlf or <name>.onnx")
     export.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
 
     sub.add_parser("list", help="installed algorithms, environments, strategies, collectors, loggers, callbacks")
@@ -236,6 +239,10 @@ def _export(args) -> int:
     from rlf import saved
 
     done = saved.export(args.run, args.file, overwrite=args.overwrite)
+    if done["format"] == "onnx":
+        print(f"exported {done['path']}: the policy at env step {done['env_steps']:,}, {done['bytes'] / 1024:.0f} KiB; "
+              f"onnxruntime matched the agent on {done['checked']:,} observations (docs/EXPORT.md runs it)")
+        return 0
     print(f"exported {done['path']}: the agent at env step {done['env_steps']:,}, {done['bytes'] / 1024:.0f} KiB "
           f"(the checkpoint: {done['checkpoint_bytes'] / 1024:.0f} KiB); play it with `rlf eval {done['path']}`")
     return 0

@@ -116,7 +116,7 @@ class ObservationEncoder(nn.Module):
             x = x * self.scale
         if self.image:
             return x.permute(0, 3, 1, 2) if self.channels_last else x
-        x = x.reshape(len(x), -1)
+        x = x.reshape(x.shape[0], -1)  # shape[0], not len(): a traced (exported) graph keeps its batch axis
         return (x - self.center) * self.half_range_inv if self.bounds else x
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -16,6 +17,7 @@ from rlf import (
     CheckpointError,
     EnvSpec,
     IncompatibleError,
+    PolicyExport,
     RunningNormalizer,
     StateTree,
 )
@@ -112,6 +114,10 @@ class ActorCriticAgent(Agent):
                 "value": self.to_reward_units(agent_id, value.cpu().numpy()).astype(np.float32),
             }
         return Acting(actions, extras)
+
+    def export_policy(self, agent_id: str) -> PolicyExport:
+        policy = nn.Sequential(self.encoders[agent_id], self.nets[agent_id].actor)
+        return PolicyExport(copy.deepcopy(policy).cpu(), "categorical")
 
     @torch.no_grad()
     def value(self, obs: AgentArrays) -> AgentArrays:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, EpsilonSchedule, StateTree
+from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, EpsilonSchedule, PolicyExport, StateTree
 from rlf.nn import NumpyMLP, TorchThreads
 from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
@@ -102,6 +103,10 @@ class DQNAgent(Agent):
                 continue
             actions[agent] = np.where(explore_mask, random_actions, self.greedy(agent, batch))
         return Acting(actions)
+
+    def export_policy(self, agent_id: str) -> PolicyExport:
+        # the greedy action is the one evaluated; epsilon-greedy exploration is the deployer's choice
+        return PolicyExport(copy.deepcopy(self.networks[agent_id]).cpu(), "q_values")
 
     def on_progress(self, env_steps: int, episodes_ended: int) -> None:
         self.epsilon.advance(env_steps, episodes_ended)

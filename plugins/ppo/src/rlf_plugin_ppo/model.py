@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, StateTree
+from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, PolicyExport, StateTree
 from rlf.nn import NumpyMLP, ObservationEncoder, TorchThreads, init_orthogonal, mlp, nature_cnn
 from rlf.nn.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
 from rlf.storage import checkpoint
@@ -102,6 +103,17 @@ class CNNActorCritic(nn.Module):
         return self.value_head(self.torso(self.encoder(obs))).squeeze(-1)
 
 
+class PolicyLogits(nn.Module):
+    """An actor-critic network's logits alone: what ``rlf export --format onnx`` traces."""
+
+    def __init__(self, network: nn.Module):
+        super().__init__()
+        self.network = network
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.network(obs)[0]
+
+
 def build_network(agent_id: str, obs_space: spaces.Space, action_space: spaces.Space,
                   config: PPOConfig) -> nn.Module:
     if not isinstance(action_space, spaces.Discrete):
@@ -161,6 +173,9 @@ class PPOAgent(Agent):
         if all(agent_id in self.numpy_acting for agent_id in obs):
             return self._act_numpy(obs, explore)
         return self._act_torch(obs, explore)
+
+    def export_policy(self, agent_id: str) -> PolicyExport:
+        return PolicyExport(PolicyLogits(copy.deepcopy(self.networks[agent_id])).cpu(), "categorical")
 
     def _act_numpy(self, obs: AgentArrays, explore: bool) -> Acting:
         """Categorical sampling by inverse CDF on one uniform per row from the agent's torch generator:

@@ -3,6 +3,7 @@ Q-networks belong to the learner (acting never needs them)."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -10,7 +11,16 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import Acting, Agent, AgentArrays, CheckpointError, EnvSpec, IncompatibleError, StateTree
+from rlf import (
+    Acting,
+    Agent,
+    AgentArrays,
+    CheckpointError,
+    EnvSpec,
+    IncompatibleError,
+    PolicyExport,
+    StateTree,
+)
 from rlf.nn import ObservationEncoder, TorchThreads, mlp
 from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
@@ -138,6 +148,10 @@ class SACAgent(Agent):
                 chosen = flat.cpu().numpy().reshape(len(batch), *actor.action_shape)
             actions[agent_id] = chosen.astype(self.spec.action_spaces[agent_id].dtype, copy=False)
         return Acting(actions)
+
+    def export_policy(self, agent_id: str) -> PolicyExport:
+        # forward() is (mean, log_std) before tanh; the exported graph squashes into the same bounds
+        return PolicyExport(copy.deepcopy(self.actors[agent_id]).cpu(), "squashed_gaussian")
 
     def on_progress(self, env_steps: int, episodes_ended: int) -> None:
         self.env_steps += env_steps
