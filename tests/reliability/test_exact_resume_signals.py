@@ -46,7 +46,7 @@ CASES = {
     "dqn-sync": ("dqn", "gym:CartPole-v1", [*DQN, "vector='sync'"]),
     "dqn-async": ("dqn", "gym:CartPole-v1", [*DQN, "vector='async'"]),
     "sac": ("sac", "gym:Pendulum-v1", ["vector='sync'", "algo.learning_starts=64", "algo.batch_size=16",
-                                       "algo.hidden_sizes=[16]"]),
+                                       "algo.hidden_sizes=[16]", "env.max_episode_steps=50"]),
     "iql": ("iql", "predator-prey", ["vector='sync'"]),
 }
 # (where, n): the signal at the n-th vector step ("step") or at the start of the n-th update ("learn").

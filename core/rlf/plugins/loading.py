@@ -49,7 +49,8 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _requested_plugins() -> set[str] | None:
+def requested_plugins() -> set[str] | None:
+    """The entry point names RLF_LOAD_PLUGINS limits loading to, or None when it is unset."""
     raw = os.environ.get("RLF_LOAD_PLUGINS")
     if raw is None:
         return None
@@ -67,7 +68,7 @@ def _builtin_plugins() -> list[tuple[str, Any]]:
 def load_registry(strict: bool | None = None, extra_plugins: list[tuple[str, Any]] = ()) -> Registry:
     """Discover, load and register every plugin. ``extra_plugins`` lets tests add objects directly."""
     strict = _flag("RLF_STRICT_PLUGINS") if strict is None else strict
-    requested = _requested_plugins()
+    requested = requested_plugins()
     manager = pluggy.PluginManager("rlf")
     manager.add_hookspecs(hookspecs)
     registry = Registry()

@@ -297,11 +297,26 @@ def _unknown(kind: str, name: str, known: list[str], errors: dict[str, str]) -> 
         except (PackageNotFoundError, ValueError):
             advice = f"If {provider} provides it, `pip install {provider}`"
         else:
-            advice = f"{provider} is installed but registers no {kind} {name!r}"
+            advice = _installed_advice(provider, kind, name)
     others = [f"{u.distribution} {u.version or ''}".rstrip() + f" ({u.why})" for u in unseen if u not in blind]
     more = (f"; also installed but not seen by rlf: {', '.join(others[:3])}"
             + (f" and {len(others) - 3} more" if len(others) > 3 else "") + " (see `rlf plugins`)")
     return f"unknown {kind} {name!r}: {hint}installed: {installed}. {advice}{broken}" + (more if others else "")
+
+
+def _installed_advice(provider: str, kind: str, name: str) -> str:
+    import os
+    from importlib.metadata import distribution
+
+    from rlf.plugins.loading import requested_plugins
+
+    requested = requested_plugins()
+    ours = [ep.name for ep in distribution(provider).entry_points if ep.group == ENTRY_POINT_GROUP]
+    left_out = [ep for ep in ours if requested is not None and ep not in requested]
+    if left_out:  # the usual reason in test envs and containers that load a subset on purpose
+        return (f"{provider} is installed but RLF_LOAD_PLUGINS={os.environ.get('RLF_LOAD_PLUGINS', '')!r} "
+                f"leaves it out: add {left_out[0]!r} to it or unset it")
+    return f"{provider} is installed but registers no {kind} {name!r}"
 
 
 def _canonical(name: str) -> str:

@@ -53,8 +53,8 @@ def test_without_the_plugin_vector_ray_is_one_line_naming_what_to_install(tmp_pa
                RLF_LOAD_PLUGINS="ppo")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "rlf: error: run.vector: unknown collector 'ray': installed: async, sync. If rlf-plugin-ray provides it, "
-        "`pip install rlf-plugin-ray` (or 'auto')"]
+        "rlf: error: run.vector: unknown collector 'ray': installed: async, sync. rlf-plugin-ray is installed but "
+        "RLF_LOAD_PLUGINS='ppo' leaves it out: add 'ray' to it or unset it (or 'auto')"]
 
 
 def test_no_running_cluster_is_one_line_with_what_to_do(tmp_path, monkeypatch):
