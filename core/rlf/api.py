@@ -271,10 +271,15 @@ class Algorithm:
         epsilon-greedy agent explores at its current epsilon): a deterministic policy can loop forever in
         one spot of a deterministic env where its stochastic version does not, so both are worth reporting.
         ``record``: write a video file; ``tensorboard``: also put the video in the run's TensorBoard
-        files (tag ``eval/video`` at the run's env step)."""
+        files (tag ``eval/video`` at the run's env step). ``seed`` picks the episodes (the env is reset with
+        ``seed + 1_000_003``); by default the run's own seed, so every evaluation of a run (periodic, an
+        experiment's check, its final evaluation) plays the same episodes. Pass another seed for episodes
+        that neither training nor those evaluations saw."""
         video = record is not None or tensorboard
         if episodes < 1:
             raise ConfigError("episodes must be at least 1")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ConfigError(f"seed must be an integer >= 0, not {seed!r}")
         if record:
             from rlf.logging.video import check_video_path
 

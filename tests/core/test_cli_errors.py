@@ -71,3 +71,23 @@ def test_a_run_directory_without_checkpoint(site, tmp_path):
     run.mkdir()
     (run / "run.json").write_text("{}")
     assert_one_line_error(run_rlf("eval", str(run), site=site), "has no checkpoint yet")
+
+
+def test_eval_seed_picks_other_episodes_and_a_bad_one_is_one_line(site, tmp_path):
+    import json
+
+    run = tmp_path / "run"
+    ok = run_rlf("train", "linear-pg", "--env", "gym:CartPole-v1", "--steps", "256", "--seed", "3", "--no-progress",
+                 "--run-dir", str(run), site=site)
+    assert ok.returncode == 0, ok.stderr
+
+    def lengths(*extra):
+        done = run_rlf("eval", str(run), "--stochastic", "--episodes", "5", "--json", *extra, site=site)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)["length"]
+
+    default = lengths()
+    assert lengths("--seed", "3") == default  # the run's own seed: the episodes every evaluation plays
+    assert lengths("--seed", "11") == lengths("--seed", "11")
+    assert lengths("--seed", "11") != default
+    assert_one_line_error(run_rlf("eval", str(run), "--seed", "-1", site=site), "seed must be an integer >= 0")

@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--stochastic", action="store_true",
                           help="act as in training (sample the policy / explore) instead of greedily")
+    evaluate.add_argument("--seed", type=int,
+                          help="seed of the episodes (default: the run's seed, the episodes every evaluation of "
+                               "the run plays; another seed gives episodes none of them saw)")
     evaluate.add_argument("--record", type=Path, help="write a video of the episodes (.mp4 or .gif)")
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
     evaluate.add_argument("--tensorboard", action="store_true",
@@ -224,7 +227,7 @@ def _eval(args) -> int:
 
     algo = saved.load(args.run)
     result = algo.evaluate(episodes=args.episodes, record=args.record, tensorboard=args.tensorboard,
-                           stochastic=args.stochastic)
+                           stochastic=args.stochastic, seed=args.seed)
     if args.json:
         print(json.dumps(result))
     else:
