@@ -114,8 +114,10 @@ def test_compare_formats(tmp_path, capsys):
                                "runs] | capture IQM [95% CI over runs] | runs |")
     assert any(line.startswith("| ppo on gym:CartPole-v1 | 0 | 2 [") for line in table[:4])
     # two groups: the second's probability of improvement over the first (one run each: 2 > 1/3)
-    assert any(line.startswith("| random on gym:CartPole-v1 | capture | 0.00 [0.00, 0.00] | 1 vs 1 |")
-               or line.startswith("| ppo on gym:CartPole-v1 | capture | 1.00 [1.00, 1.00] | 1 vs 1 |") for line in table)
+    # with the one-sided permutation p of "above" (1 run against 1: two relabellings, so 0.5 at best)
+    assert any(line.startswith("| random on gym:CartPole-v1 | capture | 0.00 [0.00, 0.00] | 1 | 1 | 1 vs 1 |")
+               or line.startswith("| ppo on gym:CartPole-v1 | capture | 1.00 [1.00, 1.00] | 0.5 | 0.5 | 1 vs 1 |")
+               for line in table)
     assert main(["compare", str(tmp_path / "*"), "--metric", "capture", "--level", "episode"]) == 0
     assert capsys.readouterr().out.startswith("| group | seeds | capture mean [95% CI over episodes] | capture IQM "
                                               "[95% CI over episodes] | episodes |")
@@ -139,6 +141,8 @@ def test_compare_formats(tmp_path, capsys):
     (["compare", "{tmp}/run", "--metric", "x_pos_max"], "metric 'x_pos_max' is not logged by run"),
     (["compare", "{tmp}/run", "--source", "eval"], "has no eval.csv"),
     (["compare", "{tmp}/run", "--last", "0"], "--last must be between 1 and"),
+    (["compare", "{tmp}/run", "--last", "some"], "--last is a whole number or all"),
+    (["compare", "{tmp}/run", "--score", "max"], "argument --score: invalid choice"),
     (["compare", "{tmp}/broken"], "is not an rlf run file"),
     (["compare", "{tmp}/run", "{tmp}/other", "--baseline", "sac"], "--baseline 'sac' names 0 of the groups"),
     (["compare", "{tmp}/run.lock", "{tmp}/foreign/notes.txt"], "no rlf run directories among"),
@@ -297,3 +301,28 @@ def test_env_steps_count_episodes_logged_after_the_last_metrics_row(tmp_path):
         handle.write("2500,3,10\n")
     row = compare(find_runs([run]), ["return"])[0]
     assert row["env_steps"] == 2500 and row["wall_s"] == pytest.approx(30.0)
+
+
+def test_a_run_s_score_can_be_its_total_and_improvements_carry_a_permutation_test(tmp_path, capsys):
+    # flags per run over every episode: 3, 4, 5 (arm) against 0, 1, 1 (baseline)
+    for seed, flags in enumerate([[1, 1, 1, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]):
+        fake_run(tmp_path / f"icm-{seed}", "icm", env="mario", seed=seed, values=flags, metric="flag")
+    for seed, flags in enumerate([[0, 0, 0, 0], [0, 1, 0], [1, 0, 0, 0, 0, 0]]):
+        fake_run(tmp_path / f"ppo-{seed}", "ppo", env="mario", seed=seed, values=flags, metric="flag")
+    runs = find_runs([tmp_path])
+    rows = {r["algorithm"]: r for r in compare(runs, ["flag"], last=10**9, score="sum")}
+    assert rows["icm"]["flag_mean"] == pytest.approx(4.0) and rows["ppo"]["flag_mean"] == pytest.approx(2 / 3)
+    assert rows["icm"]["flag_n"] == 3
+    means = {r["algorithm"]: r for r in compare(runs, ["flag"], last=10**9)}
+    assert means["icm"]["flag_mean"] == pytest.approx(np.mean([3 / 4, 4 / 6, 1.0]))
+    assert main(["compare", str(tmp_path), "--metric", "flag", "--last", "all", "--score", "sum",
+                 "--baseline", "ppo"]) == 0
+    out = capsys.readouterr().out
+    assert "flag per run (sum) mean [95% CI over runs]" in out
+    # every icm run above every ppo run: P = 1, and the exact one-sided p is 1 / C(6, 3) = 0.05
+    assert "| 1.00 [1.00, 1.00] | 0.05 | 0.05 | 3 vs 3 |" in out
+    assert main(["compare", str(tmp_path), "--metric", "flag", "--score", "sum", "--level", "episode"]) == 2
+    assert "--score sum is a run's total; it needs --level run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse's own refusal
+        main(["compare", str(tmp_path), "--metric", "flag", "--last", "most"])
+    assert "--last is a whole number or all, got 'most'" in capsys.readouterr().err

@@ -72,3 +72,37 @@ def test_performance_profile_is_the_fraction_of_runs_above_each_threshold():
     # rliable's profile of the same runs (score > tau)
     theirs, _ = rly.create_performance_profile({"a": np.array([[1.0], [2.0], [3.0], [4.0]])}, np.array([0.0, 2.0, 4.0]))
     assert profile["fraction"] == pytest.approx(theirs["a"])
+
+
+def test_permutation_p_value_is_the_exact_mann_whitney_test():
+    from scipy.stats import mannwhitneyu, permutation_test
+
+    x, y = np.array([3.0, 5.0, 9.0, 2.5, 7.0]), np.array([1.0, 4.0, 0.0, 2.0, 6.0])
+    exact = mannwhitneyu(x, y, alternative="greater", method="exact").pvalue
+    assert stats.permutation_p_value([x], [y]) == pytest.approx(exact)
+    # the smallest p each design can give: every X run above every Y run
+    assert stats.permutation_p_value(np.arange(5.0) + 10, np.arange(5.0)) == pytest.approx(1 / 252)
+    assert stats.permutation_p_value(np.array([5.0, 6.0]), np.array([0.0, 1.0])) == pytest.approx(1 / 6)
+    assert stats.permutation_p_value(np.ones(3), np.ones(3)) == pytest.approx(1.0)  # all tied: no evidence
+    # with ties (scipy's "exact" U distribution assumes none), against scipy's permutation test of U
+    x, y = np.array([3.0, 5.0, 9.0, 2.0, 7.0]), np.array([1.0, 4.0, 0.0, 2.0, 6.0])
+    tied = permutation_test((x, y), lambda a, b: mannwhitneyu(a, b).statistic, permutation_type="independent",
+                            alternative="greater", n_resamples=10_000).pvalue
+    assert stats.permutation_p_value([x], [y]) == pytest.approx(tied)
+
+
+def test_permutation_p_value_samples_relabellings_when_there_are_too_many():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0.6, 1.0, 12), rng.normal(0.0, 1.0, 12)  # 2.7 million relabellings
+    from scipy.stats import mannwhitneyu
+
+    exact = mannwhitneyu(x, y, alternative="greater", method="exact").pvalue
+    sampled = stats.permutation_p_value(x, y, reps=20_000, seed=1)
+    assert sampled == stats.permutation_p_value(x, y, reps=20_000, seed=1)  # reproducible from its seed
+    assert abs(sampled - exact) < 0.01 and sampled > 0
+
+
+def test_holm_adjusts_in_step_down_order_and_stays_monotone():
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert stats.holm([0.4, 0.6, 0.9]) == pytest.approx([1.0, 1.0, 1.0])

@@ -33,6 +33,17 @@ def _bounded(low: int, high: int, what: str):
     return parse
 
 
+def _last(text: str) -> int:
+    """--last N or all (every episode: the bound is more rows than any log holds)."""
+    if text.strip().lower() == "all":
+        return 10**9
+    try:
+        int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--last is a whole number or all, got {text!r}") from None
+    return _bounded(1, 10**9, "--last")(text)
+
+
 SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic", "final-fixed-start")  # results.SOURCES, without importing numpy
 
 
@@ -46,8 +57,11 @@ def add_commands(sub) -> None:
     compare.add_argument("--source", choices=SOURCE_CHOICES, default="train",
                          help="train: episodes.csv; eval: eval.csv (periodic evaluation); final / "
                               "final-stochastic: greedy / stochastic episodes after training (rlf experiment)")
-    compare.add_argument("--last", type=_bounded(1, 10**9, "--last"), default=100,
-                         help="the last N episodes (rows) of each run (default 100)")
+    compare.add_argument("--last", type=_last, default=100,
+                         help="the last N episodes (rows) of each run (default 100), or all")
+    compare.add_argument("--score", choices=("mean", "sum"), default="mean",
+                         help="a run's score: the mean (default) or the sum of the metric over those episodes "
+                              "(with --last all and a 0/1 metric such as flag: how many episodes reached it)")
     compare.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown")
     compare.add_argument("--reps", type=_bounded(1, 100_000, "--reps"), default=2000,
                          help="bootstrap replicates (default 2000, at most 100,000)")
@@ -102,7 +116,7 @@ def _compare(args) -> int:
     )
 
     runs = find_runs(args.runs)
-    rows = compare(runs, args.metric, args.source, args.last, reps=args.reps, level=args.level,
+    rows = compare(runs, args.metric, args.source, args.last, reps=args.reps, level=args.level, score=args.score,
                    note=lambda text: print(f"rlf: {text}", file=sys.stderr))
     empty = [row["group"] for row in rows if not any(row[f"{metric}_n"] for metric in args.metric)]
     if len(empty) == len(rows):
@@ -111,17 +125,20 @@ def _compare(args) -> int:
     if empty:
         print(f"rlf: warning: no {args.source} rows with {', '.join(args.metric)} in group(s) {'; '.join(empty)} "
               "(empty, header-only or missing logs): their cells are dashes", file=sys.stderr)
-    better = improvements(runs, args.metric, args.baseline, args.source, args.last, reps=args.reps)
+    better = improvements(runs, args.metric, args.baseline, args.source, args.last, reps=args.reps,
+                          score=args.score)
     if args.format == "json":  # each group's row carries its probability of improvement over the baseline
         for row in rows:
             for item in better:
                 if item["group"] == row["group"]:
                     row[f"{item['metric']}_improvement"] = {
-                        k: item[k] for k in ("baseline", "probability", "ci", "runs", "baseline_runs")}
+                        k: item[k] for k in ("baseline", "probability", "ci", "p", "p_holm", "runs",
+                                             "baseline_runs")}
     print(format_table(rows, args.metric, args.format), end="")
     if better and args.format == "markdown":
         print(f"\nProbability of improvement over {better[0]['baseline']}: the chance that a run of the group "
-              "scores above a run of the baseline (0.5 = no difference)\n")
+              "scores above a run of the baseline (0.5 = no difference); p: a one-sided permutation test of "
+              "\"above\" over runs, Holm-adjusted over the groups\n")
         print(format_improvements(better), end="")
     return 0
 

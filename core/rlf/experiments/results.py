@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlf.errors import RlfError
-from rlf.experiments.stats import improvement_estimate, interval_estimates, iqm
+from rlf.experiments.stats import holm, improvement_estimate, interval_estimates, iqm, permutation_p_value
 
 LEVELS = ("run", "episode")
 
@@ -327,12 +327,29 @@ def with_source(runs: Sequence[Run], source: str, note: Callable[[str], None] | 
     return kept
 
 
+SCORES = ("mean", "sum")
+
+
+def _run_score(values: np.ndarray, score: str) -> float:
+    return float(values.sum() if score == "sum" else values.mean())
+
+
+def _check_score(score: str, level: str = "run") -> None:
+    if score not in SCORES:
+        raise ResultsError(f"unknown score {score!r}; use mean (of the run's last episodes) or sum")
+    if score == "sum" and level != "run":
+        raise ResultsError("--score sum is a run's total; it needs --level run")
+
+
 def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: str = "train", last: int = 100,
             reps: int = 2000, seed: int = 0, note: Callable[[str], None] | None = None,
-            level: str = "run") -> list[dict[str, Any]]:
+            level: str = "run", score: str = "mean") -> list[dict[str, Any]]:
     """One row per group: per metric the mean, median and IQM with bootstrap 95 % CIs; env steps, wall
     time, steps/s. ``level="run"``: over each run's score (the mean of its last ``last`` episodes), with
-    ``<metric>_n`` the number of runs; ``level="episode"``: over the pooled final episodes, ``_n`` episodes."""
+    ``<metric>_n`` the number of runs; ``level="episode"``: over the pooled final episodes, ``_n`` episodes.
+    ``score="sum"``: a run's score is the total of its last ``last`` episodes (a count, for a 0/1 metric
+    such as ``flag``), which for runs of one budget compares what each achieved in it."""
+    _check_score(score, level)
     runs = with_source(runs, source, note)
     if last < 1:
         raise ResultsError("--last must be at least 1")
@@ -351,7 +368,7 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: s
             walls.append(float(run_wall[-1]))
         total_wall = sum(walls)
         row: dict[str, Any] = {
-            "group": group.label, "algorithm": group.algorithm, "env": group.env, "level": level,
+            "group": group.label, "algorithm": group.algorithm, "env": group.env, "level": level, "score": score,
             "runs": len(group.runs), "seeds": ",".join(str(r.seed) for r in group.runs),
             "env_steps": float(np.mean(steps)), "wall_s": float(np.mean(walls)),
             "steps_per_s": sum(steps) / total_wall if total_wall > 0 else math.nan,
@@ -359,7 +376,7 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: s
         for metric in metrics:
             per_run = [final_scores(run, metric, source, last) for run in group.runs]
             if level == "run":
-                scores = np.array([r.mean() for r in per_run if len(r)])
+                scores = np.array([_run_score(r, score) for r in per_run if len(r)])
                 row[f"{metric}_n"] = int(len(scores))
                 for name, estimate in interval_estimates(scores, reps=reps, seed=seed).items():
                     row[f"{metric}_{name}"] = estimate["value"]
@@ -376,17 +393,22 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] = ("return",), source: s
     return rows
 
 
-def run_scores(runs: Sequence[Run], metric: str, source: str = "train", last: int = 100) -> np.ndarray:
-    """Each run's score: the mean of ``metric`` over its last ``last`` episodes (runs without any left out)."""
+def run_scores(runs: Sequence[Run], metric: str, source: str = "train", last: int = 100,
+               score: str = "mean") -> np.ndarray:
+    """Each run's score: the mean (or sum) of ``metric`` over its last ``last`` episodes (runs without any
+    left out)."""
     scores = [final_scores(run, metric, source, last) for run in runs]
-    return np.array([s.mean() for s in scores if len(s)])
+    return np.array([_run_score(s, score) for s in scores if len(s)])
 
 
 def improvements(runs: Sequence[Run], metrics: Sequence[str], baseline: str | None = None, source: str = "train",
-                 last: int = 100, reps: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+                 last: int = 100, reps: int = 2000, seed: int = 0, score: str = "mean") -> list[dict[str, Any]]:
     """The probability that a run of each group scores above a run of the baseline group (P(X > Y), ties
-    half; bootstrap 95 % CI over both groups' runs), per metric. The baseline is the group whose label
-    equals ``baseline``, else the only one whose label contains it, else (None) the first group."""
+    half; bootstrap 95 % CI over both groups' runs), per metric, with the one-sided permutation test's p
+    of "above" and, per metric, its Holm adjustment over the groups compared with the baseline. The
+    baseline is the group whose label equals ``baseline``, else the only one whose label contains it,
+    else (None) the first group."""
+    _check_score(score)
     groups = group_runs(with_source(runs, source))
     if len(groups) < 2:
         return []
@@ -403,17 +425,22 @@ def improvements(runs: Sequence[Run], metrics: Sequence[str], baseline: str | No
         base = found[0]
     rows = []
     for metric in metrics:
-        base_scores = run_scores(base.runs, metric, source, last)
+        base_scores = run_scores(base.runs, metric, source, last, score)
+        family = []
         for group in groups:
             if group is base:
                 continue
-            scores = run_scores(group.runs, metric, source, last)
+            scores = run_scores(group.runs, metric, source, last, score)
             if not len(scores) or not len(base_scores):
                 continue
             estimate = improvement_estimate(scores, base_scores, reps=reps, seed=seed)
-            rows.append({"group": group.label, "baseline": base.label, "metric": metric,
-                         "runs": len(scores), "baseline_runs": len(base_scores),
-                         "probability": estimate["value"], "ci": list(estimate["ci"])})
+            family.append({"group": group.label, "baseline": base.label, "metric": metric,
+                           "runs": len(scores), "baseline_runs": len(base_scores),
+                           "probability": estimate["value"], "ci": list(estimate["ci"]),
+                           "p": permutation_p_value(scores, base_scores, seed=seed)})
+        for row, adjusted in zip(family, holm([row["p"] for row in family]), strict=True):
+            row["p_holm"] = adjusted
+        rows.extend(family)
     return rows
 
 
@@ -469,8 +496,10 @@ def format_table(rows: Sequence[dict[str, Any]], metrics: Sequence[str], fmt: st
     stats = ("mean", "iqm") if episodes else ("mean", "median", "iqm")
     over = "over episodes" if episodes else "over runs"
     header = ["group", "seeds"]
+    totals = any(row.get("score") == "sum" for row in rows)
     for metric in metrics:
-        header += [f"{metric} {stat if stat != 'iqm' else 'IQM'} [95% CI {over}]" for stat in stats]
+        name = f"{metric} per run (sum)" if totals else metric
+        header += [f"{name} {stat if stat != 'iqm' else 'IQM'} [95% CI {over}]" for stat in stats]
         header.append("episodes" if episodes else "runs")
     header += ["env steps", "wall", "steps/s"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -490,10 +519,12 @@ def format_improvements(rows: Sequence[dict[str, Any]]) -> str:
     """The probability-of-improvement rows as a markdown table (empty with fewer than two groups)."""
     if not rows:
         return ""
-    lines = ["| group | metric | P(group > baseline) [95% CI over runs] | runs vs baseline runs | baseline |",
-             "|---|---|---|---|---|"]
+    lines = ["| group | metric | P(group > baseline) [95% CI over runs] | p (one-sided) | p (Holm) | runs vs "
+             "baseline runs | baseline |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         low, high = row["ci"]
         lines.append(f"| {row['group']} | {row['metric']} | {row['probability']:.2f} [{low:.2f}, {high:.2f}] | "
-                     f"{row['runs']} vs {row['baseline_runs']} | {row['baseline']} |")
+                     f"{row['p']:.3g} | {row['p_holm']:.3g} | {row['runs']} vs {row['baseline_runs']} | "
+                     f"{row['baseline']} |")
     return "\n".join(lines) + "\n"
