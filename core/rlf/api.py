@@ -206,7 +206,8 @@ class Algorithm:
         if run.eval_interval:
             seed = run.seed + 2_000_003  # every evaluation plays the same episodes: scores compare
             built.append(PeriodicEval(run.eval_interval, run.eval_episodes,
-                                      lambda episodes: self.evaluate(episodes=episodes, seed=seed)))
+                                      lambda episodes: self.evaluate(episodes=episodes, seed=seed,
+                                                                     stochastic=run.eval_stochastic)))
         if run.stop_at is not None:
             built.append(StopAt(run.stop_at.metric, run.stop_at.value, run.stop_at.mode))
         return built + list(extra)

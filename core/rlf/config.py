@@ -230,9 +230,14 @@ class RunConfig(StrictModel):
     callbacks: list[str] = Field(
         [], description="Callbacks plugins registered (see `rlf list`); settings in [callback.<name>].")
     eval_interval: int = Field(
-        0, ge=0, description="Env steps between greedy evaluations during training (0 = none): eval.csv, "
+        0, ge=0, description="Env steps between evaluations during training (0 = none; greedy unless "
+                             "eval_stochastic): eval.csv, "
                              "TensorBoard eval/..., the best kept as best.rlf.")
     eval_episodes: int = Field(10, ge=1, le=100_000, description="Episodes per evaluation during training.")
+    eval_stochastic: bool = Field(
+        False, description="Periodic evaluations act as in training (sample the policy, or explore at the "
+                           "current epsilon) instead of greedily: a greedy policy can stall in one spot of a "
+                           "deterministic env (Mario) where the policy it was trained as does not.")
     stop_at: StopAtConfig | None = Field(
         None, description='Stop early, e.g. {metric="eval/return", value=475}.')
 

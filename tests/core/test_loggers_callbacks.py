@@ -239,3 +239,16 @@ def test_a_best_json_that_is_not_rlf_s_record_is_replaced_not_a_traceback(reg, t
     rlf.load(tmp_path, registry=reg, overrides=["steps=1200"]).train()
     assert "is not the record rlf writes" in capsys.readouterr().err
     assert json.loads((tmp_path / "best.json").read_text())["env_step"] >= 1000
+
+
+def test_periodic_evaluation_can_act_as_in_training(reg, tmp_path):
+    algo = make(reg, tmp_path, "steps=2000", "eval_interval=1000", "eval_episodes=20", "eval_stochastic=true",
+                "algo.exploration={schedule='constant', start=0.5}")
+    algo.train()
+    final = rows(tmp_path / "eval.csv")[-1]
+    assert int(final["env_step"]) == 2000
+    seed = 3 + 2_000_003  # the periodic evaluation's own episodes
+    sampled = algo.evaluate(episodes=20, seed=seed, stochastic=True)
+    greedy = algo.evaluate(episodes=20, seed=seed)
+    assert float(final["length"]) == pytest.approx(sampled["length"])
+    assert sampled["length"] > greedy["length"]  # exploring at epsilon 0.5 takes longer down the line

@@ -85,8 +85,8 @@ def add_commands(sub) -> None:
     plot.add_argument("--profile", action="store_true",
                       help="performance profiles instead of curves: per group, the fraction of runs whose score "
                            "(mean of the last --last episodes) exceeds each threshold, with bootstrap bands")
-    plot.add_argument("--last", type=_bounded(1, 10**9, "--last"), default=100,
-                      help="with --profile: the last N episodes (rows) of each run (default 100)")
+    plot.add_argument("--last", type=_last, default=100,
+                      help="with --profile: the last N episodes (rows) of each run (default 100), or all")
 
     experiment = sub.add_parser("experiment", help="train an experiment file's runs (resumably), then report")
     experiment.add_argument("file", type=Path, help="experiment TOML, e.g. experiments/mario-1-1.toml")

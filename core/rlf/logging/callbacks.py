@@ -78,7 +78,8 @@ class Logger(Callback):
 
 
 class PeriodicEval(Callback):
-    """Greedy evaluation every ``interval`` env steps (and at the end) on a fresh env.
+    """Evaluation every ``interval`` env steps (and at the end) on a fresh env (greedy, or as in training
+    with ``run.eval_stochastic``).
 
     Results go to every callback's ``on_eval`` (the CSV logger writes ``eval.csv``, TensorBoard the
     tags ``eval/...``); the best mean return so far is kept as ``best.rlf`` (with ``best.json``
