@@ -4,11 +4,12 @@ live objects with one line per part that does not fit.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from rlf.errors import CheckpointError
 from rlf.storage.checkpoint import _short, _to_array
@@ -44,7 +45,7 @@ class RunState(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     config: _Config
-    counters: dict[str, StrictInt]
+    counters: dict[str, Annotated[StrictInt, Field(ge=0)]]
     rng: _Rng
     strategy: _Strategy
     callbacks: dict[StrictStr, Any] | None = None
@@ -56,16 +57,67 @@ _PARTS = {"strategy.learner": "the learner's state", "strategy.agent": "the agen
           "strategy": "the agent's and learner's state", "callbacks": "the callbacks' states"}
 
 
+COUNT_KEYS = frozenset({"env_steps", "iterations", "episodes", "updates", "resets", "elapsed_steps", "dropped",
+                        "train_steps", "gradient_steps", "restarts"})
+"""Keys that hold a count wherever they appear in a checkpoint (the trainer's, a strategy's, a learner's, an
+env wrapper's): a number there is a whole number, never negative."""
+
+
+def _part(where: str) -> str:
+    return next((f" ({text})" for key, text in _PARTS.items() if where == key or where.startswith(key + ".")), "")
+
+
 def validate_state(path: Path, state: Any) -> RunState:
+    """The checkpoint's parts, checked before anything is restored: present and of the right type, every
+    count a whole number that is not negative, every number finite (rlf never saves NaN or infinity)."""
     try:
-        return RunState.model_validate(state)
+        checked = RunState.model_validate(state)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(p) for p in problem["loc"])
-        part = next((f" ({text})" for key, text in _PARTS.items() if where == key or where.startswith(key + ".")), "")
-        what = f"has no {where}{part}" if problem["type"] == "missing" else \
-            f"has an unusable {where}{part}: {problem['msg'].lower()}"
+        what = f"has no {where}{_part(where)}" if problem["type"] == "missing" else \
+            f"has an unusable {where}{_part(where)}: {problem['msg'].lower()}"
         raise CheckpointError(f"checkpoint {path} {what}; it is incomplete or was not written by rlf") from None
+    found = first_bad_value({key: value for key, value in state.items() if key != "config"})
+    if found is not None:
+        where, problem = found
+        raise CheckpointError(f"checkpoint {path} has an unusable {where}{_part(where)}: {problem}; rlf never saves "
+                              "one, so the file was edited or damaged") from None
+    return checked
+
+
+def first_bad_value(tree: Any) -> tuple[str, str] | None:
+    """(where, what) of the first NaN or infinity anywhere in ``tree`` (numbers and float arrays), or of a
+    count (``COUNT_KEYS``) that is not a whole number or is negative; None when there is none."""
+    stack: list[tuple[str, Any, bool]] = [("", tree, False)]
+    while stack:
+        where, value, count = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), item, key in COUNT_KEYS)
+                         for key, item in reversed(list(value.items())))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{where}[{i}]", item, False) for i, item in reversed(list(enumerate(value))))
+        elif isinstance(value, np.ndarray):
+            if value.dtype.kind in "fc" and not np.isfinite(value).all():
+                index = np.unravel_index(int(np.flatnonzero(~np.isfinite(value))[0]), value.shape)
+                at = f"[{', '.join(str(int(i)) for i in index)}]" if value.shape else ""
+                return f"{where}{at}", f"{value[index]} is not a finite number"
+            if count and value.shape == () and value.dtype.kind == "i" and int(value) < 0:
+                return where, f"the count {int(value)} is negative"
+        elif isinstance(value, bool | np.bool_):
+            if count:
+                return where, f"{str(bool(value)).lower()} where a count (a whole number) belongs"
+        elif isinstance(value, float | np.floating):
+            if not math.isfinite(value):
+                return where, f"{float(value)} is not a finite number"
+            if count:
+                return where, f"{float(value)} where a count (a whole number) belongs"
+        elif isinstance(value, int | np.integer):
+            if count and value < 0:
+                return where, f"the count {int(value)} is negative"
+        elif count and value is not None:
+            return where, f"a {type(value).__name__} where a count (a whole number) belongs"
+    return None
 
 
 def describe_mismatch(expected: Any, got: Any, path: str, out: list[str] | None = None,
