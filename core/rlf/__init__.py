@@ -57,6 +57,7 @@ _LAZY = {
     "make": ("api", "make"),
     "load": ("saved", "load"),
     "export": ("saved", "export"),
+    "remove_run": ("api", "remove_run"),
     "resolve": ("resolution", "resolve"),
     "Algorithm": ("api", "Algorithm"),
     "compute_gae": ("training.on_policy", "compute_gae"),

@@ -5,6 +5,7 @@ trains (in its run directory, one writer at a time), saves, evaluates and record
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -36,6 +37,9 @@ from rlf.storage.lock import RunDirLock
 from rlf.training.episodes import EpisodeTracker
 from rlf.training.startup import build_strategy
 from rlf.training.trainer import Trainer, seed_global_rngs, set_rng_state
+
+_TRAINING = threading.Lock()
+"""Held while a train() runs: the global generators it seeds belong to the process (see Algorithm.train)."""
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoint.rlf"
@@ -100,7 +104,12 @@ class Algorithm:
 
     def train(self, steps: int | None = None, progress: bool | None = None,
               callbacks: Sequence[Callback] = (), overwrite: bool = False) -> dict[str, float]:
-        """Train until ``steps`` total env steps (default: the run config's), writing the run directory.
+        """Train until ``steps`` total env steps (default: the run config's), writing the run directory;
+        returns the last training summary and, with ``run.eval_interval`` set, the evaluation at the end
+        (keys ``eval/<metric>``, as in eval.csv).
+
+        One ``train()`` at a time per process: the global random generators it seeds are per process, so
+        a second one in another thread is refused (run parallel trials in processes).
 
         ``callbacks`` run after the configured loggers, plugin callbacks and built-in evaluation.
         The run directory is locked while training. A directory that already holds another run, or
@@ -120,6 +129,19 @@ class Algorithm:
                               f"nothing; pass a larger total, e.g. --steps {done + max(done // 2, 1)}")
         run_dir = rundir.validate(self.run_dir)
         env_spec = self.check()
+        if not _TRAINING.acquire(blocking=False):
+            raise ConfigError(
+                "train() is already running in this process: Python's, numpy's and torch's global random "
+                "generators are per process, so runs in threads of one process would not reproduce from their "
+                "seeds; run them in processes instead (multiprocessing, `rlf tune --jobs N`, or one `rlf train` each)")
+        try:
+            return self._train_owned(run_dir, env_spec, steps, progress, callbacks, overwrite)
+        finally:
+            _TRAINING.release()
+
+    def _train_owned(self, run_dir: Path, env_spec, steps: int | None, progress: bool | None,
+                     callbacks: Sequence[Callback], overwrite: bool) -> dict[str, float]:
+        run = self.resolved.run
         if not self._continues and run_dir.is_dir():  # refused before anything is written there
             if not overwrite:
                 rundir.refuse_existing_run(run_dir)
@@ -179,7 +201,11 @@ class Algorithm:
                           self._callbacks(callbacks), loop=loop, resuming=resuming, callback_states=callback_states)
         self.stop_reason = None
         try:
-            return trainer.train()
+            summary = trainer.train()
+            evaluation = next((c.last_result for c in trainer.callbacks if isinstance(c, PeriodicEval)), None)
+            if evaluation:  # the evaluation at the end, under the names eval.csv and TensorBoard use
+                summary.update({f"eval/{key}": value for key, value in evaluation.items() if key != "env_step"})
+            return summary
         finally:
             self.counters = trainer.counters
             self._loop = trainer.loop_state()
@@ -387,3 +413,28 @@ def make(algorithm: str, env: str | None = None, *, config_file: Path | None = N
 
 
 __all__ = ["Algorithm", "make"]
+
+
+def remove_run(run_dir: Path | str) -> bool:
+    """Delete a run directory the way a tuner or a script cleaning up after itself should: only the files
+    rlf wrote there (its manifest records them), then the directory itself if nothing else is left.
+    Returns whether the directory is gone; files of the user's stay, and so does the directory holding them.
+    A directory that is not an rlf run, or a run that is training now, is refused with a RunDirError."""
+    from rlf.errors import RunDirError
+    from rlf.storage.files import INTERNAL_FILES, MANIFEST_FILE
+
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunDirError(f"run directory {path} does not exist")
+    if not ((path / MANIFEST_FILE).is_file() or rundir.holds_run(path) or rundir.holds_debris(path)):
+        raise RunDirError(f"{path} is not an rlf run directory (no run.json, checkpoint or record of rlf's "
+                          "files); nothing was removed")
+    with RunDirLock(path):  # refuses a run that is training, naming its process
+        rundir.remove_run(path)
+    for name in INTERNAL_FILES:
+        (path / name).unlink(missing_ok=True)
+    try:
+        path.rmdir()
+    except OSError:  # the user's files are there
+        return False
+    return True

@@ -94,6 +94,7 @@ class PeriodicEval(Callback):
         self.metric = metric
         self.next_eval = 0
         self.last_eval: int | None = None
+        self.last_result: dict[str, float] | None = None
         self.best: float | None = None
 
     def on_start(self, trainer: Trainer) -> None:
@@ -122,7 +123,7 @@ class PeriodicEval(Callback):
         steps = trainer.counters["env_steps"]
         with trainer.interruptible():  # episodes can take minutes (Mario): Ctrl-C must not wait for them
             metrics = {**self.evaluate(self.episodes), "env_step": steps}
-        self.last_eval = steps
+        self.last_eval, self.last_result = steps, metrics
         trainer.emit("on_eval", metrics)
         score = metrics.get(self.metric)
         if score is not None and math.isfinite(score) and (self.best is None or score > self.best):
