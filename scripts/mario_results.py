@@ -166,6 +166,9 @@ def run_record(experiment: str, run: Run) -> dict:
     steps, wall = run.progress()
     marker = run.path / "experiment.json"
     done = json.loads(marker.read_text()) if marker.is_file() else {}
+    started = done.get("started_at")
+    if "env_steps" not in done:  # the marker of a run still training holds only its start
+        done = {}
     env_steps = int(done.get("env_steps", steps[-1]))
     until = done.get("until")
     cleared = env_steps if until is not None else None
@@ -182,7 +185,7 @@ def run_record(experiment: str, run: Run) -> dict:
             "wall_s": round(float(np.interp(env_steps, steps, wall)), 1), "done": bool(done),
             "cleared_at_env_step": cleared,
             "cleared_at_wall_s": None if cleared is None else round(float(np.interp(cleared, steps, wall)), 1),
-            "clear_check": until, "training_episodes": episodes, "training_flags": reached,
+            "clear_check": until, "started_at": started, "training_episodes": episodes, "training_flags": reached,
             "first_training_flag_at": first, "evaluations": evaluations}
 
 

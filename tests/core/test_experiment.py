@@ -3,6 +3,7 @@ episode metric `reached` plays the part of Mario's x_pos_max or predator-prey's 
 
 import csv
 import json
+import time
 
 import pytest
 
@@ -398,9 +399,15 @@ def test_until_never_reached_trains_to_the_budget_checking_on_the_way(registry, 
     experiment = load_experiment(experiment_file, only=["short/tabular-q-seed0"], steps=600)
     assert experiment.runs[0].until.mode == "stochastic" and experiment.runs[0].until.episodes == 3
     log: list[str] = []
+    before = time.time()
     run_experiment(experiment, log=log.append, registry=registry, report=False)
     record = json.loads((experiment.runs[0].path / "experiment.json").read_text())
     assert record["env_steps"] == 600 and "until" not in record
+    # when the run first started training, kept through its three passes (one per check): a protocol
+    # registered before the runs can be shown older than each
+    first = [line for line in log if "training 600 env steps" in line]
+    assert len(first) == 1 and before <= record["started_at"] <= record["finished_at"] <= time.time()
+    assert record["finished_at"] - record["started_at"] > 0
     assert [line.split("env step ")[1].split(" ")[0] for line in log if "evaluation at env step" in line] == [
         "200", "400"]
     with open(experiment.runs[0].path / "checks.csv") as handle:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rlf.config import merge
 from rlf.errors import ConfigError
+from rlf.logging.callbacks import Callback
 from rlf.experiments.spec import (
     CHECKS_FILE,
     DONE_FILE,
@@ -135,7 +136,7 @@ def train_one(run: PlannedRun, env: str, log: Callable[[str], None], registry=No
             action = "trained"
         stop = steps if run.until is None else min(steps, (at // run.until.every + 1) * run.until.every)
         start = time.perf_counter()
-        summary = algo.train(steps=stop)
+        summary = algo.train(steps=stop, callbacks=[_StartRecord(run)])
         reached_at = int(algo.counters.get("env_steps", stop))
         if run.until is None or reached_at >= steps or algo.stop_reason is not None:
             _mark_done(run, reached_at)
@@ -173,15 +174,42 @@ def _record_check(run: PlannedRun, at: int, score: float, reached: bool) -> None
     atomic_write(path, lambda handle: handle.write((old + row).encode()))
 
 
-def _mark_done(run: PlannedRun, env_steps: int, until: dict[str, Any] | None = None) -> None:
+def _started_at(run: PlannedRun) -> float | None:
+    try:
+        started = json.loads((run.path / DONE_FILE).read_text()).get("started_at")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(started) if isinstance(started, (int, float)) else None
+
+
+def _write_marker(run: PlannedRun, data: dict[str, Any]) -> None:
     from rlf.storage.checkpoint import atomic_write
     from rlf.storage.files import claim
 
-    data: dict[str, Any] = {"env_steps": env_steps, "finished_at": time.time()}
-    if until is not None:
-        data["until"] = until
     record = json.dumps(data).encode()
     atomic_write(claim(run.path, DONE_FILE), lambda handle: handle.write(record))
+
+
+class _StartRecord(Callback):
+    """Puts the time a run first started training in its marker (experiment.json), once the run directory
+    is its own: a protocol registered before the runs can be shown to be older than each of them."""
+
+    def __init__(self, run: PlannedRun):
+        self.run = run
+
+    def on_start(self, trainer) -> None:
+        if _started_at(self.run) is None:
+            _write_marker(self.run, {"started_at": time.time()})
+
+
+def _mark_done(run: PlannedRun, env_steps: int, until: dict[str, Any] | None = None) -> None:
+    data: dict[str, Any] = {"env_steps": env_steps, "finished_at": time.time()}
+    started = _started_at(run)
+    if started is not None:
+        data["started_at"] = started
+    if until is not None:
+        data["until"] = until
+    _write_marker(run, data)
 
 
 def _evaluated_since_done(run: PlannedRun, target) -> bool:
