@@ -13,7 +13,6 @@ from typing import Any
 
 from rlf.config import merge
 from rlf.errors import ConfigError
-from rlf.logging.callbacks import Callback
 from rlf.experiments.spec import (
     CHECKS_FILE,
     DONE_FILE,
@@ -24,6 +23,7 @@ from rlf.experiments.spec import (
     PlannedRun,
     load_experiment,
 )
+from rlf.logging.callbacks import Callback
 from rlf.storage import files, rundir
 
 
