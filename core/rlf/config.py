@@ -331,10 +331,20 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, dict[str, Any]]:
     return layered
 
 
+MAX_TOML_BYTES = 16 << 20
+"""Settings and experiment files are kilobytes; more is a wrong path (a log, a device), refused unread."""
+
+
 def read_toml(path: Path, what: str = "config file", flag: str = " to --config") -> dict[str, Any]:
     """A TOML file's tables, or one line saying why it cannot be read (``what`` names the file's role)."""
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        with open(path, "rb") as handle:
+            # read one byte past the limit: a device (/dev/zero) or a huge file is refused, not read whole
+            data = handle.read(MAX_TOML_BYTES + 1)
+        if len(data) > MAX_TOML_BYTES:
+            raise ConfigError(f"{what} {path} is larger than {MAX_TOML_BYTES // (1 << 20)} MiB (or endless, like a "
+                              f"device); a settings file is a few kilobytes: pass the TOML file{flag}")
+        return tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist; pass an existing TOML file{flag}") from None
     except IsADirectoryError:

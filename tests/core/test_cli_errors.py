@@ -91,3 +91,12 @@ def test_eval_seed_picks_other_episodes_and_a_bad_one_is_one_line(site, tmp_path
     assert lengths("--seed", "11") == lengths("--seed", "11")
     assert lengths("--seed", "11") != default
     assert_one_line_error(run_rlf("eval", str(run), "--seed", "-1", site=site), "seed must be an integer >= 0")
+
+
+@pytest.mark.parametrize("command", [("train", "tabular-q", "--env", "line", "--config"), ("experiment",),
+                                     ("config", "tabular-q", "--config")])
+def test_an_endless_or_huge_settings_file_is_refused_unread(site, tmp_path, command):
+    assert_one_line_error(run_rlf(*command, "/dev/zero", site=site), "/dev/zero", "larger than 16 MiB")
+    huge = tmp_path / "huge.toml"
+    huge.write_bytes(b"# " + b"x" * (17 << 20) + b"\n")
+    assert_one_line_error(run_rlf(*command, str(huge), site=site), "huge.toml", "larger than 16 MiB")

@@ -118,14 +118,20 @@ def test_training_a_loaded_checkpoint_file_never_writes_to_the_run_dir_stored_in
 def test_stale_temporary_files_of_killed_writes_are_cleaned_on_the_next_start(site, tmp_path):
     run = tmp_path / "run"
     assert rlf(*TRAIN, "--steps", "100", "--run-dir", str(run), site=site).returncode == 0
-    stale = [run / ".checkpoint.rlf.k1ll3d.tmp", run / ".run.json.x8.tmp", run / "metrics.csv.tmp"]
+    # named as tempfile.mkstemp names rlf's atomic writes (8 characters of [a-z0-9_]), or a CSV rewrite's
+    stale = [run / ".checkpoint.rlf.k1ll3d_0.tmp", run / ".run.json.x8x8x8x8.tmp", run / "metrics.csv.tmp"]
     for path in stale:
         path.write_bytes(b"partial")
-    keep = run / "notes.tmp"
-    keep.write_text("not ours")
+    # a user's files that merely look like them: another token than mkstemp's is not a write of rlf's
+    keep = [run / "notes.tmp", run / ".metrics.csv.notes.tmp", run / ".checkpoint.rlf.x.tmp",
+            run / ".checkpoint.rlf.ABCDEFGH.tmp", run / ".run.json.toolong123.tmp"]
+    for path in keep:
+        path.write_text("not ours")
     assert rlf("train", "--resume", str(run), "--steps", "200", site=site).returncode == 0
     assert not any(path.exists() for path in stale)
-    assert keep.exists()
+    assert all(path.read_text() == "not ours" for path in keep)
+    assert rlf(*TRAIN, "--steps", "64", "--run-dir", str(run), "--overwrite", site=site).returncode == 0
+    assert all(path.read_text() == "not ours" for path in keep)
 
 
 def test_keep_checkpoints_keeps_the_previous_ones_loadable(site, tmp_path):

@@ -86,17 +86,38 @@ def test_a_run_from_before_the_manifest_resumes_and_overwrite_keeps_user_files(s
     run = tmp_path / "run"
     assert rlf(*TRAIN, *KEEP3, "--steps", "300", "--run-dir", str(run), site=site).returncode == 0
     (run / files.MANIFEST_FILE).unlink()        # as an older rlf left it
-    (run / ".checkpoint.rlf.k1ll3d.tmp").write_bytes(b"partial")
+    (run / ".checkpoint.rlf.k1ll3d_0.tmp").write_bytes(b"partial")
     mine = _user_files(run)
     resumed = rlf("train", "--resume", str(run), "--steps", "400", site=site)
     assert resumed.returncode == 0, resumed.stderr
     assert _steps(run / "checkpoint.rlf") == 400 and 300 <= _steps(run / "checkpoint-1.rlf") < 400
-    assert not (run / ".checkpoint.rlf.k1ll3d.tmp").exists()      # rlf's, by its name
+    assert not (run / ".checkpoint.rlf.k1ll3d_0.tmp").exists()    # rlf's, by its name
     assert {name: (run / name).read_bytes() for name in mine} == mine
     (run / files.MANIFEST_FILE).unlink()
     assert rlf(*TRAIN, "--steps", "64", "--run-dir", str(run), "--overwrite", site=site).returncode == 0
     assert not (run / "checkpoint-2.rlf").exists()
     assert {name: (run / name).read_bytes() for name in mine} == mine
+
+
+@pytest.mark.parametrize("name", ["metrics.csv", "episodes.csv", "run.json", "checkpoint.rlf"])
+def test_a_hard_link_to_a_file_elsewhere_is_refused_and_that_file_is_untouched(site, tmp_path, name):
+    run = tmp_path / "run"
+    assert rlf(*TRAIN, "--steps", "100", "--run-dir", str(run), site=site).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.link(run / name, elsewhere / name)  # the same file under a second name, outside the run
+    before = (elsewhere / name).read_bytes()
+    assert_one_line_error(rlf("train", "--resume", str(run), "--steps", "200", site=site),
+                          name, "hard-linked", "cp --remove-destination")
+    assert (elsewhere / name).read_bytes() == before
+    assert_one_line_error(rlf(*TRAIN, "--steps", "100", "--run-dir", str(run), "--overwrite", site=site),
+                          name, "hard-linked")
+    assert (elsewhere / name).read_bytes() == before
+    # a copy in its place (the fix the line names) resumes
+    (run / name).unlink()
+    (run / name).write_bytes(before)
+    assert rlf("train", "--resume", str(run), "--steps", "200", site=site).returncode == 0
+    assert (elsewhere / name).read_bytes() == before
 
 
 # -- symbolic links -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 from rlf.errors import RunDirError
@@ -221,6 +222,21 @@ def check_links(run_dir: Path) -> None:
             bad.append(os.path.relpath(entry.path, run_dir))
     if bad:
         raise _link_error(run_dir, bad)
+    # a hard link is another name for the same file, maybe outside the run directory: an append to it
+    # writes there too. Names inside the directory are fine (checkpoint rotation links checkpoint.rlf to
+    # checkpoint-1.rlf until the next write replaces the first by rename).
+    stats = {entry.path: entry.stat(follow_symlinks=False) for entry in entries
+             if not entry.is_symlink() and entry.is_file(follow_symlinks=False)}
+    names_here = Counter((st.st_dev, st.st_ino) for st in stats.values())
+    linked = [os.path.relpath(path, run_dir) for path, st in stats.items()
+              if (Path(path).name in INTERNAL_FILES or rlf_name(Path(path).name)
+                  or Path(path).parent.name == TENSORBOARD_DIR)
+              and st.st_nlink > names_here[(st.st_dev, st.st_ino)]]
+    if linked:
+        shown = ", ".join(sorted(linked)[:5]) + (f" and {len(linked) - 5} more" if len(linked) > 5 else "")
+        raise RunDirError(f"run directory {run_dir} holds {shown}, hard-linked to another name (st_nlink > 1) "
+                          "that rlf would write through; replace it with a copy (cp --remove-destination) or "
+                          "choose another --run-dir")
 
 
 def foreign_files(run_dir: Path) -> list[str]:
@@ -245,9 +261,13 @@ def _own_tmp(name: str, owned: set[str]) -> bool:
         if base in owned:
             return True
         if base.startswith("."):
-            stem, _, _random = base[1:].rpartition(".")
-            return stem in owned
+            stem, _, random = base[1:].rpartition(".")
+            # exactly what tempfile.mkstemp puts there: a user's ".metrics.csv.notes.tmp" is not rlf's
+            return stem in owned and _MKSTEMP_TOKEN.fullmatch(random) is not None
     return False
+
+
+_MKSTEMP_TOKEN = re.compile(r"[a-z0-9_]{8}")
 
 
 
