@@ -74,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("file", type=Path, help="the file to write: <name>.rlf or <name>.onnx")
     export.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
 
+    _add_tune_parser(sub)
+
     sub.add_parser("list", help="installed algorithms, environments, strategies, collectors, loggers, callbacks")
     plugins = sub.add_parser("plugins", help="installed plugins, versions, hooks and load errors")
     plugins.add_argument("--json", action="store_true")
@@ -99,6 +101,52 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_tune_parser(sub) -> None:
+    tune = sub.add_parser(
+        "tune", help="search an algorithm's settings with Optuna (pip install rlf[tune])",
+        description="Run a study: trials sample the settings in --space (a TOML file, docs/TUNE.md), each trains "
+                    "--seeds runs whose periodic evaluation lets the pruner stop bad trials early; the study is "
+                    "kept in a database, so the same command resumes it. Ends with the results table and the best "
+                    "settings as <study-dir>/best.toml, which `rlf train ALGO --config` takes.")
+    tune.add_argument("algorithm", help="algorithm name (see `rlf list`)")
+    tune.add_argument("--env", help="environment name, or gym:<id>")
+    tune.add_argument("--space", type=Path, required=True,
+                      help="TOML file with one table per searched setting, e.g. [algo.lr] type = \"float\", "
+                           "low = 1e-5, high = 1e-3, log = true")
+    tune.add_argument("--config", type=Path, help="TOML file of fixed settings (replaces the plugin's preset)")
+    tune.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="fix a setting for every trial, as for train")
+    tune.add_argument("--no-preset", action="store_true", help="as for train: without the plugin's preset")
+    tune.add_argument("--steps", type=int, help="env steps per run (run.steps)")
+    tune.add_argument("--seed", type=int, help="first seed (run.seed); --seeds N uses it and the N-1 after it")
+    tune.add_argument("--trials", type=int, default=20, help="trials in the study, counting those of earlier "
+                                                              "invocations (default 20)")
+    tune.add_argument("--jobs", type=int, default=1, help="worker processes running trials (default 1)")
+    tune.add_argument("--seeds", type=int, default=1,
+                      help="runs per trial, one per seed; the trial's value is the mean of their final evaluations")
+    tune.add_argument("--metric", default="return",
+                      help="the evaluation result to optimise (an eval.csv column, default return)")
+    tune.add_argument("--direction", default="maximize", metavar="{maximize,minimize}")
+    tune.add_argument("--sampler", default="tpe", metavar="{tpe,random,cmaes}",
+                      help="Optuna's sampler (default tpe; cmaes needs pip install cmaes)")
+    tune.add_argument("--sampler-seed", type=int, help="seed of the sampler (default: unseeded)")
+    tune.add_argument("--pruner", default="median", metavar="{median,halving,none}",
+                      help="stop trials whose evaluations trail: median (default), halving (successive halving), "
+                           "none")
+    tune.add_argument("--startup-trials", type=int, default=5,
+                      help="trials the median pruner lets finish before it prunes (default 5)")
+    tune.add_argument("--eval-interval", type=int,
+                      help="env steps between the evaluations the pruner reads (default: run.eval_interval if set, "
+                           "else a tenth of the steps)")
+    tune.add_argument("--study", help="study name (default ALGO-ENV)")
+    tune.add_argument("--study-dir", type=Path, help="where the trials' runs, study.db and best.toml go "
+                                                     "(default runs/tune-<study>)")
+    tune.add_argument("--storage", help="SQLAlchemy URL of the study's database, e.g. postgresql://user@host/db "
+                                        "to share it between machines (default sqlite:///<study-dir>/study.db)")
+    tune.add_argument("--keep-pruned", action="store_true",
+                      help="keep pruned trials' run directories (default: removed)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -106,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             import os
 
             os.environ["RLF_STRICT_PLUGINS"] = "1"
-        return {"train": _train, "eval": _eval, "export": _export, "list": _list, "plugins": _plugins, "config": _config,
+        return {"train": _train, "tune": _tune, "eval": _eval, "export": _export, "list": _list, "plugins": _plugins, "config": _config,
                 "new": _new, **RESULTS_COMMANDS}[
             args.command](args)
     except RlfError as exc:
@@ -199,6 +247,31 @@ def _train(args) -> int:
     print(f"done: {json.dumps(shown)}")
     print(f"run directory: {algo.run_dir}   evaluate with: rlf eval {algo.run_dir}")
     return 0
+
+
+def _tune(args) -> int:
+    from rlf.errors import ConfigError
+
+    try:
+        from rlf import tune
+    except ImportError as exc:
+        if exc.name not in ("optuna", "sqlalchemy"):
+            raise
+        raise ConfigError(f"rlf tune needs Optuna ({exc.name} is not installed): pip install 'rlf[tune]' "
+                          "(or pip install optuna)") from None
+    overrides = list(args.overrides)
+    if args.steps is not None:
+        overrides.append(f"run.steps={args.steps}")
+    if args.seed is not None:
+        overrides.append(f"run.seed={args.seed}")
+    options = tune.TuneOptions(
+        algorithm=args.algorithm, env=args.env, space=args.space, config_file=args.config, overrides=overrides,
+        preset=not args.no_preset, trials=args.trials, jobs=args.jobs, seeds=args.seeds, metric=args.metric,
+        direction=args.direction, sampler=args.sampler, sampler_seed=args.sampler_seed, pruner=args.pruner,
+        startup_trials=args.startup_trials, eval_interval=args.eval_interval, study=args.study,
+        study_dir=args.study_dir, storage=args.storage, keep_pruned=args.keep_pruned)
+    result = tune.run(options)
+    return 0 if result["best_file"] is not None else 1
 
 
 def _say_preset(resolved) -> None:
