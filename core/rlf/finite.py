@@ -43,6 +43,33 @@ def check_step(result: Any, env_step: int, algorithm: str, run_dir: Path | None)
                                      f"non-finite was logged; {_advice(run_dir)}")
 
 
+class BadObservation(Exception):
+    """An agent failed to act on observations holding NaN or infinity: the trainer, which knows the env step,
+    turns it into the one-line NonFiniteError (raised below the plugin-error wrapping on purpose)."""
+
+    def __init__(self, where: str, value: float):
+        super().__init__(f"{where} is {value}")
+        self.where, self.value = where, value
+
+
+def act_on(agent: Any, obs: Any, explore: bool = True) -> Any:
+    """``agent.act(obs)``; if it fails on observations that hold NaN or infinity, that is the cause to name
+    (a policy's sampling then fails deep inside torch). Checked only on failure: no cost per step."""
+    try:
+        return agent.act(obs, explore=explore)
+    except Exception:
+        found = first_non_finite(obs, "the environment's observations")
+        if found is None:
+            raise
+        raise BadObservation(*found) from None
+
+
+def observation_error(bad: BadObservation, env_step: int, algorithm: str, run_dir: Path | None) -> NonFiniteError:
+    return NonFiniteError(f"training stopped at env step {env_step}: {bad.where} is {bad.value}, which the agent "
+                          f"(algorithm {algorithm}) cannot act on; nothing non-finite was logged; fix the "
+                          f"environment's observations (or wrap it to clean them); {_advice(run_dir)}")
+
+
 def check_weights(strategy: Any, env_step: int, algorithm: str, run_dir: Path | None) -> None:
     """The learner's weights (what evaluation uses), at each log interval: cheap next to the steps between."""
     found = first_non_finite(strategy.weights(), "weights")

@@ -14,6 +14,7 @@ import numpy as np
 
 from rlf.envs.workers import exit_description
 from rlf.errors import EnvWorkerError
+from rlf.finite import act_on
 from rlf.interfaces import StateTree, Transitions
 from rlf.logging.means import average_metrics
 from rlf.plugins.specs import StrategyFamily
@@ -73,7 +74,7 @@ class OffPolicyStrategy(BaseStrategy):
         episodes: list[dict[str, float]] = []
         obs = self.obs
         for _ in range(iterations):
-            acting = agent.act(obs, explore=True)
+            acting = act_on(agent, obs, explore=True)
             batch = envs.step(acting.actions)
             metrics = plugin_call(self.algorithm, "learn()", learner.learn,
                                   Transitions(obs, acting.actions, batch.rewards, batch.next_obs, batch.terminated,

@@ -14,6 +14,7 @@ import numpy as np
 
 from rlf.envs.base import StepBatch, VectorEnv
 from rlf.errors import ConfigError
+from rlf.finite import act_on
 from rlf.interfaces import Acting, Agent, AgentArrays, Learner, Rollout, StateTree
 from rlf.plugins.specs import StrategyFamily
 from rlf.training.episodes import EpisodeTracker
@@ -55,7 +56,7 @@ def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays, steps: int,
         for _ in range(steps):
             if stopping():
                 return
-            acting = agent.act(obs, explore=True)
+            acting = act_on(agent, obs, explore=True)
             batch = envs.step(acting.actions)
             yield obs, acting, batch
             obs = batch.obs
@@ -64,7 +65,7 @@ def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays, steps: int,
         return
     current = []
     for index, rows in enumerate(parts):
-        current.append(agent.act({a: array[rows] for a, array in obs.items()}, explore=True))
+        current.append(act_on(agent, {a: array[rows] for a, array in obs.items()}, explore=True))
         envs.step_async(index, current[-1].actions)
     for t in range(steps):
         # decided once for every part: all of them take the next step, or none does
@@ -74,7 +75,7 @@ def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays, steps: int,
             result = envs.step_wait(index)
             results.append(result)
             if more:
-                upcoming.append(agent.act(result.obs, explore=True))
+                upcoming.append(act_on(agent, result.obs, explore=True))
                 envs.step_async(index, upcoming[-1].actions)
         batch = StepBatch.concat(results)
         yield obs, _concat_acting(current), batch

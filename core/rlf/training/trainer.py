@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlf.config import RunConfig
 from rlf.errors import CheckpointError, PluginRunError, guarded
-from rlf.finite import check_step, check_weights
+from rlf.finite import BadObservation, check_step, check_weights, observation_error
 from rlf.interfaces import Resume
 from rlf.logging.callbacks import Callback
 from rlf.logging.means import average_metrics, episode_means
@@ -197,7 +197,10 @@ class Trainer:
                 # first, so the checkpoint the stop writes is one a periodic checkpoint here would be.
                 with _SHIELD:
                     whole, self._saved_at = False, None
-                    result = self.strategy.step(run.steps - counters["env_steps"])
+                    try:
+                        result = self.strategy.step(run.steps - counters["env_steps"])
+                    except BadObservation as bad:
+                        raise observation_error(bad, counters["env_steps"], run.algorithm, self.run_dir) from None
                     if result.partial:
                         self._check_partial(result)
                     else:
