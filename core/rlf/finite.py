@@ -66,8 +66,7 @@ def act_on(agent: Any, obs: Any, explore: bool = True) -> Any:
 
 def observation_error(bad: BadObservation, env_step: int, algorithm: str, run_dir: Path | None) -> NonFiniteError:
     return NonFiniteError(f"training stopped at env step {env_step}: {bad.where} is {bad.value}, which the agent "
-                          f"(algorithm {algorithm}) cannot act on; nothing non-finite was logged; fix the "
-                          f"environment's observations (or wrap it to clean them); {_advice(run_dir)}")
+                          f"(algorithm {algorithm}) cannot act on; nothing non-finite was logged; {_advice(run_dir)}")
 
 
 def check_weights(strategy: Any, env_step: int, algorithm: str, run_dir: Path | None) -> None:

@@ -36,7 +36,7 @@ def _train(site, run, algorithm, *extra):
     ("ppo", ("--set", "algo.rollout_steps=32"), r"metric '\w+' is nan"),
     # NaN observations into a torch policy: named before they reach the network's sampling
     ("ppo", ("--set", "algo.rollout_steps=32", "--set", "env.nan_obs=true"),
-     r"the environment's observations\S* is nan, which the agent \(algorithm ppo\) cannot act on"),
+     r"the environment's observations\.agent\[0, 0\] is nan, which the agent \(algorithm ppo\) cannot act on"),
 ])
 def test_non_finite_values_stop_the_run_and_the_good_checkpoint_is_kept(site, tmp_path, algorithm, extra, named):
     run = tmp_path / "run"
