@@ -216,25 +216,30 @@ def _changes(run: Run, base: Run | None) -> str:
     return ", ".join(f"{k.split('.', 1)[1]}={mine.get(k, '(unset)')}" for k in keys) or "(none)"
 
 
-def trial_table(fast_dir: Path, baseline_dir: Path | None) -> str:
-    """The recipe search's table: the baseline runs (the series' game/ppo), then every trial, one row a run."""
+def trial_table(fast_dir: Path, baseline_dir: Path | None, preset_dir: Path | None = None) -> str:
+    """The recipe search's table: the baseline runs (the series' game/ppo), then every trial, one row a run,
+    then (``preset_dir``) the chosen recipe's runs as the preset runs them, on both cores."""
     base_paths = sorted(baseline_dir.glob("game/ppo-seed*")) if baseline_dir is not None else []
     trial_paths = [p for p in sorted(fast_dir.glob("*/*-seed*")) if (p / "run.json").is_file()]
+    preset_paths = [p for p in sorted(preset_dir.glob("*/*-seed*")) if (p / "run.json").is_file()] \
+        if preset_dir is not None and preset_dir.is_dir() else []
     bases = find_runs([p for p in base_paths if (p / "run.json").is_file()]) if base_paths else []
     trials = find_runs(trial_paths) if trial_paths else []
+    presets = find_runs(preset_paths) if preset_paths else []
     base = bases[0] if bases else None
     lines = [f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python scripts/mario_results.py` "
-             f"from `{fast_dir}`" + (f" and the baseline in `{baseline_dir}`" if base else "") + ".", "",
+             f"from `{fast_dir}`" + (f", `{preset_dir}`" if presets else "")
+             + (f" and the baseline in `{baseline_dir}`" if base else "") + ".", "",
              "| trial | seed | changes from the baseline | env steps | cleared at env step | training wall to "
              "the clear (or so far) | env steps/s | flags in training (first at) | last-100 furthest x | "
              "final sampled evaluation: flags | check values (flag rate) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for label, runs in (("baseline", bases), ("trial", trials)):
+    for label, runs in (("baseline", bases), ("trial", trials), ("preset", presets)):
         for run in runs:
             rec = run_record("", run)
             rows = read_rows(run.path / "episodes.csv") if (run.path / "episodes.csv").is_file() else []
             last = [r["x_pos_max"] for r in rows[-100:]]
-            name = "baseline (former preset)" if label == "baseline" else rec["arm"]
+            name = {"baseline": "baseline (former preset)", "preset": "preset (c64), both cores"}.get(label, rec["arm"])
             cleared = f"**{rec['cleared_at_env_step']:,}**" if rec["cleared_at_env_step"] else (
                 f"not by {rec['env_steps']:,}" if rec["done"] else "running")
             ev = rec["evaluations"].get("stochastic")
@@ -267,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page", type=Path, default=Path("docs/results/mario-1-1.md"))
     parser.add_argument("--fast", type=Path, default=Path("runs/mario-1-1-fast"))
     parser.add_argument("--fast-page", type=Path, default=Path("docs/results/mario-1-1-fast.md"))
+    parser.add_argument("--preset", type=Path, default=Path("runs/mario-1-1-preset"),
+                        help="the chosen recipe's runs on both cores (experiments/mario-1-1-preset.toml)")
     parser.add_argument("--summary", type=Path, default=Path("docs/results/mario-1-1-summary.json"))
     args = parser.parse_args(argv)
     for page in (args.page, args.fast_page):
@@ -280,9 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     replace_section(args.page, section(args.runs, args.ab if args.ab.is_dir() else None, args.page.parent))
     print(f"wrote {args.page}")
     if args.fast.is_dir():
-        replace_section(args.fast_page, trial_table(args.fast, args.runs))
+        replace_section(args.fast_page, trial_table(args.fast, args.runs, args.preset))
         print(f"wrote {args.fast_page}")
-    records = summary([("mario-1-1", args.runs), ("mario-1-1-fast", args.fast)])
+    records = summary([("mario-1-1", args.runs), ("mario-1-1-fast", args.fast), ("mario-1-1-preset", args.preset)])
     partial = args.summary.with_name(f".{args.summary.name}.partial")
     partial.write_text(json.dumps({"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                    "runs": records}, indent=1) + "\n")
