@@ -431,6 +431,7 @@ def remove_run(run_dir: Path | str) -> bool:
                           "files); nothing was removed")
     with RunDirLock(path):  # refuses a run that is training, naming its process
         rundir.remove_run(path)
+        _remove_orphans(path)
     for name in INTERNAL_FILES:
         (path / name).unlink(missing_ok=True)
     try:
@@ -438,3 +439,20 @@ def remove_run(run_dir: Path | str) -> bool:
     except OSError:  # the user's files are there
         return False
     return True
+
+
+def _remove_orphans(path: Path) -> None:
+    """What a process killed as its run started can leave unrecorded: an event file TensorBoard had made
+    before rlf recorded it, a temporary file of a write to one of rlf's names. Both are rlf's by name."""
+    from rlf.storage.files import TENSORBOARD_DIR, is_event_file, is_own_tmp, rlf_name
+
+    board = path / TENSORBOARD_DIR
+    if board.is_dir() and not board.is_symlink():
+        for entry in board.iterdir():
+            if is_event_file(entry.name) and entry.is_file() and not entry.is_symlink():
+                entry.unlink()
+        if not any(board.iterdir()):
+            board.rmdir()
+    for entry in path.iterdir():
+        if is_own_tmp(entry.name, rlf_name) and entry.is_file() and not entry.is_symlink():
+            entry.unlink()

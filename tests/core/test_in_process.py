@@ -117,3 +117,17 @@ def test_remove_run_refuses_a_run_that_is_training(reg, tmp_path):
         hold.release.set()
         thread.join(60)
     assert (tmp_path / "busy" / "checkpoint.rlf").exists()
+
+
+def test_remove_run_takes_what_a_killed_start_left_unrecorded_but_not_look_alikes(reg, tmp_path):
+    run = tmp_path / "run"
+    make(reg, run, "steps=200").train()
+    # an event file TensorBoard made before rlf recorded it, a temporary file of a write to run.json
+    (run / "tensorboard" / "events.out.tfevents.1796650000.host.1.0").write_bytes(b"partial")
+    (run / ".run.json.k1ll3d_0.tmp").write_bytes(b"partial")
+    assert rlf.remove_run(run) is True and not run.exists()
+    again = tmp_path / "again"
+    make(reg, again, "steps=200").train()
+    (again / ".metrics.csv.notes.tmp").write_text("mine")  # looks like a temporary file; is not rlf's
+    assert rlf.remove_run(again) is False
+    assert [p.name for p in again.iterdir()] == [".metrics.csv.notes.tmp"]

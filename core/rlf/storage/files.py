@@ -11,6 +11,7 @@ import os
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from rlf.errors import RunDirError
@@ -253,18 +254,27 @@ def foreign_files(run_dir: Path) -> list[str]:
     return sorted(found)
 
 
+def is_event_file(name: str) -> bool:
+    """A TensorBoard event file's name, as tensorboardX makes them."""
+    return _EVENT_FILE.fullmatch(name) is not None
+
+
+def is_own_tmp(name: str, owns: Callable[[str], bool]) -> bool:
+    """``_own_tmp`` for a test of the name instead of a set (e.g. ``rlf_name``: any name rlf writes)."""
+    if not name.endswith(".tmp"):
+        return False
+    base = name[:-4]
+    if owns(base):
+        return True
+    stem, _, random = base[1:].rpartition(".") if base.startswith(".") else ("", "", "")
+    return bool(stem) and owns(stem) and _MKSTEMP_TOKEN.fullmatch(random) is not None
+
+
 def _own_tmp(name: str, owned: set[str]) -> bool:
-    """A temporary file of a write to one of rlf's files: ``.<name>.<random>.tmp`` (atomic writes)
-    or ``<name>.tmp`` (CSV rewrites)."""
-    if name.endswith(".tmp"):
-        base = name[:-4]
-        if base in owned:
-            return True
-        if base.startswith("."):
-            stem, _, random = base[1:].rpartition(".")
-            # exactly what tempfile.mkstemp puts there: a user's ".metrics.csv.notes.tmp" is not rlf's
-            return stem in owned and _MKSTEMP_TOKEN.fullmatch(random) is not None
-    return False
+    """A temporary file of a write to one of rlf's files: ``.<name>.<random>.tmp`` (atomic writes, the
+    random part exactly as tempfile.mkstemp makes it: a user's ".metrics.csv.notes.tmp" is not rlf's) or
+    ``<name>.tmp`` (CSV rewrites)."""
+    return is_own_tmp(name, owned.__contains__)
 
 
 _MKSTEMP_TOKEN = re.compile(r"[a-z0-9_]{8}")
