@@ -5,6 +5,7 @@ trains (in its run directory, one writer at a time), saves, evaluates and record
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -421,12 +422,17 @@ def remove_run(run_dir: Path | str) -> bool:
     Returns whether the directory is gone; files of the user's stay, and so does the directory holding them.
     A directory that is not an rlf run, or a run that is training now, is refused with a RunDirError."""
     from rlf.errors import RunDirError
-    from rlf.storage.files import INTERNAL_FILES, MANIFEST_FILE
+    from rlf.storage.files import INTERNAL_FILES, MANIFEST_FILE, is_own_tmp
 
     path = Path(run_dir)
     if not path.is_dir():
         raise RunDirError(f"run directory {path} does not exist")
-    if not ((path / MANIFEST_FILE).is_file() or rundir.holds_run(path) or rundir.holds_debris(path)):
+    names = os.listdir(path)
+    # a process killed as it took the directory leaves only the lock, its owner record and maybe a
+    # temporary file of its first manifest write: nothing of a run, all of it rlf's
+    started = bool(names) and any(name in INTERNAL_FILES for name in names) and all(
+        name in INTERNAL_FILES or is_own_tmp(name, INTERNAL_FILES.__contains__) for name in names)
+    if not (started or (path / MANIFEST_FILE).is_file() or rundir.holds_run(path) or rundir.holds_debris(path)):
         raise RunDirError(f"{path} is not an rlf run directory (no run.json, checkpoint or record of rlf's "
                           "files); nothing was removed")
     with RunDirLock(path):  # refuses a run that is training, naming its process

@@ -484,17 +484,12 @@ def recover(study, options: TuneOptions, say: Callable[[str], None]) -> int:
 
 def _remove_dirs(directory: Path, number: int) -> None:
     from rlf.api import remove_run
-    from rlf.storage.files import INTERNAL_FILES
 
     for path in sorted(directory.glob(f"trial-{number}-seed*")):
         try:
-            remove_run(path)
+            remove_run(path)  # also what a process killed as it took the directory left there
         except RlfError:  # a run of someone else's, or one in training: left where it is
-            # a process killed as its run began leaves only the lock and owner record: nothing of a run
-            if path.is_dir() and {p.name for p in path.iterdir()} <= set(INTERNAL_FILES):
-                for name in INTERNAL_FILES:
-                    (path / name).unlink(missing_ok=True)
-                path.rmdir()
+            pass
 
 
 class ReportToTrial(Callback):

@@ -131,3 +131,19 @@ def test_remove_run_takes_what_a_killed_start_left_unrecorded_but_not_look_alike
     (again / ".metrics.csv.notes.tmp").write_text("mine")  # looks like a temporary file; is not rlf's
     assert rlf.remove_run(again) is False
     assert [p.name for p in again.iterdir()] == [".metrics.csv.notes.tmp"]
+
+
+def test_remove_run_takes_a_directory_a_process_was_killed_in_as_it_took_it(tmp_path):
+    from rlf.storage.files import LOCK_FILE, MANIFEST_FILE, OWNER_FILE
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / LOCK_FILE).write_text("")
+    (taken / OWNER_FILE).write_text('{"pid": 1}')
+    (taken / f".{MANIFEST_FILE}.r4zteo3e.tmp").write_text("{")  # its first manifest write, cut short
+    assert rlf.remove_run(taken) is True and not taken.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(RunDirError, match="is not an rlf run directory"):
+        rlf.remove_run(empty)  # nothing says rlf ever had it
+    assert empty.is_dir()
