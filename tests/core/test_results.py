@@ -326,3 +326,14 @@ def test_a_run_s_score_can_be_its_total_and_improvements_carry_a_permutation_tes
     with pytest.raises(SystemExit):  # argparse's own refusal
         main(["compare", str(tmp_path), "--metric", "flag", "--last", "most"])
     assert "--last is a whole number or all, got 'most'" in capsys.readouterr().err
+
+
+def test_the_learner_s_metrics_compare_and_plot_per_log_interval(tmp_path, capsys):
+    fake_run(tmp_path / "a", "rnd", env="mario", values=[1, 2], log=((1000, 100.0), (2000, 50.0), (3000, 50.0)))
+    [row] = compare(find_runs([tmp_path]), ["loss"], source="learner", last=2)
+    assert row["loss_mean"] == pytest.approx(0.5) and row["loss_n"] == 1  # metrics.csv's column, one run
+    with pytest.raises(Exception, match="metric 'intrinsic_reward_mean' is not logged"):
+        compare(find_runs([tmp_path]), ["intrinsic_reward_mean"], source="learner")
+    assert main(["plot", str(tmp_path), "--source", "learner", "--metric", "loss", "--smooth", "1",
+                 "-o", str(tmp_path / "loss.png")]) == 0
+    assert (tmp_path / "loss.png").stat().st_size > 0

@@ -44,7 +44,7 @@ def _last(text: str) -> int:
     return _bounded(1, 10**9, "--last")(text)
 
 
-SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic", "final-fixed-start")  # results.SOURCES, without importing numpy
+SOURCE_CHOICES = ("train", "eval", "final", "final-stochastic", "final-fixed-start", "learner")  # results.SOURCES, without importing numpy
 
 
 def add_commands(sub) -> None:
@@ -56,7 +56,8 @@ def add_commands(sub) -> None:
                               "a threshold such as 'x_pos_max>2000' scores the rate of episodes past it")
     compare.add_argument("--source", choices=SOURCE_CHOICES, default="train",
                          help="train: episodes.csv; eval: eval.csv (periodic evaluation); final / "
-                              "final-stochastic: greedy / stochastic episodes after training (rlf experiment)")
+                              "final-stochastic: greedy / stochastic episodes after training (rlf experiment); "
+                              "learner: metrics.csv (losses, entropy, intrinsic reward, per log interval)")
     compare.add_argument("--last", type=_last, default=100,
                          help="the last N episodes (rows) of each run (default 100), or all")
     compare.add_argument("--score", choices=("mean", "sum"), default="mean",

@@ -149,7 +149,8 @@ def plot_runs(runs: Sequence[Run], output: Path, metric: str = "return", x: str 
         axes.set_xlabel("env steps" if x == "steps" else "wall time (s)")
         where = {"train": "training episodes", "eval": "periodic evaluation", "final": "final evaluation",
                  "final-stochastic": "final stochastic evaluation",
-                 "final-fixed-start": "final evaluation from the fixed start"}[source]
+                 "final-fixed-start": "final evaluation from the fixed start",
+                 "learner": "learner, per log interval"}[source]
         axes.set_ylabel(f"{metric} ({where}, moving average of {smooth})" if smooth > 1 else f"{metric} ({where})")
         axes.set_title(title or f"{metric} per {'env step' if x == 'steps' else 'wall second'}")
         axes.grid(alpha=0.3)

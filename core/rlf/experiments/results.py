@@ -37,10 +37,12 @@ FINAL_EVAL_FILE = "final_eval.csv"
 FINAL_STOCHASTIC_FILE = "final_eval_stochastic.csv"
 FINAL_FIXED_START_FILE = "final_eval_fixed_start.csv"
 SOURCES = {"train": EPISODES_FILE, "eval": EVAL_FILE, "final": FINAL_EVAL_FILE,
-           "final-stochastic": FINAL_STOCHASTIC_FILE, "final-fixed-start": FINAL_FIXED_START_FILE}
+           "final-stochastic": FINAL_STOCHASTIC_FILE, "final-fixed-start": FINAL_FIXED_START_FILE,
+           "learner": METRICS_FILE}
 """Where a metric is read from: training episodes, the periodic evaluations logged during training,
-or the greedy / stochastic / fixed-start evaluation episodes `rlf experiment` runs after training (one
-row per episode)."""
+the greedy / stochastic / fixed-start evaluation episodes `rlf experiment` runs after training (one
+row per episode), or the learner's and agent's metrics of each log interval (losses, entropy, a curiosity
+model's intrinsic reward: one row per interval, so "the last N" are intervals, not episodes)."""
 
 # Config fields that say how a run was executed or logged, not what was learned: runs that differ only
 # in these are seeds of the same configuration.
