@@ -14,7 +14,7 @@ What runs, per round (the cases alternate, so a drifting machine load hits all a
 A model's rate is counted after its first update (start-up and the first rollout excluded): ``--steps``
 env steps (whole updates) per process, summed over its processes, each over its own wall time.
 
-Targets (issue 26): PPO and DQN >= 0.8x the emulator, ICM, RND and kNN >= 0.5x.
+Targets: PPO and DQN >= 0.8x the emulator, ICM, RND and kNN >= 0.5x.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ round by round. Each round also prints the CPU seconds spent until the first env
 process (all its threads), the env workers and their fork server (from /proc, Linux only); on a
 loaded machine that figure moves far less than the wall-clock offsets.
 
-"first env step" is the figure issue 18's target was about (< 3 s); "first update" is issue 27's: the
+"first env step" is the figure the start-up target was about (< 3 s); "first update" is the other one: the
 agent and the learner built and used once. Phases may overlap when work
 runs in the background (the TensorBoard writer's import, for one). The medians over rounds are
 printed last. The machine's load is printed too: the background Mario runs and other work slow

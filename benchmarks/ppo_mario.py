@@ -9,7 +9,7 @@ drifting load on a shared machine hits both alike; each round prints its own rat
 
 collection steps/s = env steps / (wall - learning - setup - checkpoint): everything PPO adds while
 collecting (inference, the core's rollout bookkeeping, GAE, logging) counts against it. Target:
->= 0.95x the random-action rate (issue 17). The split is of the main process's wall time: env = waiting for the
+>= 0.95x the random-action rate. The split is of the main process's wall time: env = waiting for the
 env workers (step, step_async, step_wait), inference = the agent's act and value. With subprocess
 envs the strategy acts on one env group while the other steps, so inference overlaps env stepping.
 """

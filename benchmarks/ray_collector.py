@@ -156,7 +156,7 @@ def mario(rounds: int, steps: int) -> None:
     header = (f"medians of {rounds} rounds, alternating, {steps} env steps per run (rollout 64); CPU of the trainer, "
               "env workers or actors and Ray's own processes; 'after start-up' counts from the envs being ready to "
               "their teardown (the cost per step of a long run), 'whole run' adds starting the workers or actors "
-              "(issue 25: Ray <= 1.2x async's per step)")
+              "(target: Ray <= 1.2x async's per step)")
     print(f"\n{title}\n{header}")
     names = ["mode", "rounds", "collection env steps/s", "CPU ms per env step, after start-up", "/ async's",
              "CPU ms per env step, whole run", "/ async's"]

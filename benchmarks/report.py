@@ -35,7 +35,7 @@ DOC = REPO / "docs" / "BENCHMARKS.md"
 BEGIN, END = "<!-- current-table:begin -->", "<!-- current-table:end -->"
 
 BENCHMARKS: dict[str, tuple[str, list[str]]] = {
-    "ppo-mario": ("PPO on Mario vs SB3, 8 envs, identical hyperparameters, 1 torch thread each (issue 27: >= 1.3x)",
+    "ppo-mario": ("PPO on Mario vs SB3, 8 envs, identical hyperparameters, 1 torch thread each (target: >= 1.3x)",
                   ["benchmarks/peers/ppo_mario.py", "--rounds", "3", "--threads", "1"]),
     "ppo-cartpole": ("PPO on CartPole-v1 vs SB3: SB3's defaults on both, and rl-zoo's preset vs rlf's",
                      ["benchmarks/peers/ppo_cartpole.py", "--rounds", "3", "--ratio", "cpu"]),
@@ -46,12 +46,11 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "tabular-chase": ("Tabular IQL on the predator-prey chase vs PPAGE",
                       ["benchmarks/peers/tabular_chase.py", "--rounds", "3"]),
     "appo-mario": ("APPO (asynchronous actor-learner) vs synchronous PPO on Mario, 8 envs on the same cores "
-                   "(issue 25: APPO faster)", ["benchmarks/appo_mario.py", "--rounds", "3"]),
-    "ray-mario": ("Ray vs async collection on Mario, CPU per env step of the whole process tree (issue 25: <= 1.2x)",
+                   "(target: APPO faster)", ["benchmarks/appo_mario.py", "--rounds", "3"]),
+    "ray-mario": ("Ray vs async collection on Mario, CPU per env step of the whole process tree (target: <= 1.2x)",
                   ["benchmarks/ray_collector.py", "--rounds", "3", "--mario-steps", "2048", "--skip-cost"]),
-    "worker-nice": ("collector.worker_nice on Mario: workers at niceness 0, 2 and 19, alone and beside busy programs "
-                    "(issue 27)", ["benchmarks/worker_nice.py", "--seconds", "45", "--rounds", "2"]),
-    "mario-series": ("The Mario series at the emulator's speed: each model as a ratio of the bare emulator (issue 26: "
+    "worker-nice": ("collector.worker_nice on Mario: workers at niceness 0, 2 and 19, alone and beside busy programs", ["benchmarks/worker_nice.py", "--seconds", "45", "--rounds", "2"]),
+    "mario-series": ("The Mario series at the emulator's speed: each model as a ratio of the bare emulator (targets: "
                      "PPO, DQN >= 0.8x; ICM, RND, kNN >= 0.5x)", ["benchmarks/mario_series.py", "--rounds", "2"]),
     "mario-startup": ("Start-up of `rlf train ppo --env mario` to the first env step and the first update",
                       ["benchmarks/mario_startup.py", "--rounds", "3"]),

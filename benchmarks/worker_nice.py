@@ -8,7 +8,7 @@ SB3's Mario settings of benchmarks/peers/ppo_mario.py) in a fresh process, stopp
 (SIGTERM: a shell's background jobs ignore SIGINT, and so would the run); its rate is the median
 ``steps_per_second`` of its metric rows after the first (start-up excluded), 0 when it wrote none. "shared" runs the same beside ``--hogs`` busy loops at niceness 0
 (another user's jobs on the machine). Rounds alternate the order of the settings. Why a setting at all:
-workers at 19 lose the CPU to anything else that runs (the issue saw 0 CPU seconds in 4 minutes at load
+workers at 19 lose the CPU to anything else that runs (0 CPU seconds in 4 minutes were measured at load
 ~50), while a little lower priority than the trainer's lets the process that acts for all of them take
 a core as soon as it has work (the pipelining of acting and stepping, core/rlf/training/on_policy.py).
 """
