@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from rlf.envs.base import StepBatch, VectorEnv
-from rlf.errors import ConfigError
+from rlf.errors import ConfigError, PluginError
 from rlf.finite import act_on
 from rlf.interfaces import Acting, Agent, AgentArrays, Learner, Rollout, StateTree
 from rlf.plugins.specs import StrategyFamily
@@ -91,6 +91,27 @@ def _concat_acting(parts: list[Acting]) -> Acting:
                    for a, extras in first.extras.items()})
 
 
+def acting_owner(algorithm) -> str:
+    """How contract errors name an algorithm's agent."""
+    return f"plugin {getattr(algorithm, 'plugin', '?')!r} (algorithm {getattr(algorithm, 'name', '?')!r})"
+
+
+def check_value_extras(acting: Acting, obs: AgentArrays, owner: str) -> None:
+    """A wrong or missing ``extras["value"]`` otherwise fails deep in GAE, naming neither plugin nor field."""
+    for a, observations in obs.items():
+        extras = acting.extras.get(a) or {}
+        if "value" not in extras:
+            raise PluginError(f'{owner}: act() returned no extras["value"] for agent {a!r}; an on-policy agent '
+                              "returns the value estimate of each observation (shape (N,)) beside its actions "
+                              "(docs/PLUGIN_GUIDE.md)")
+        n = len(observations)
+        shape = tuple(np.shape(extras["value"]))
+        if shape != (n,):
+            whose = f" of agent {a!r}" if len(obs) > 1 else ""
+            raise PluginError(f'{owner}: act() returned extras["value"] of shape {shape} for {n} observations'
+                              f"{whose}; expected ({n},)")
+
+
 _FIELDS = ("obs", "next_obs", "actions", "rewards", "terminated", "dones", "alive")
 
 
@@ -119,12 +140,15 @@ class RolloutInProgress:
         return self.taken >= self.steps
 
     def collect(self, envs, agent: Agent, obs: AgentArrays, tracker: EpisodeTracker,
-                stop: Callable[[], bool] | None = None) -> AgentArrays:
+                stop: Callable[[], bool] | None = None, owner: str | None = None) -> AgentArrays:
         """Step until the rollout is complete, or until ``stop()`` between two vector steps; returns the
-        observations to act on next."""
+        observations to act on next. ``owner`` names the agent in contract errors (``acting_owner``)."""
         ids, buffers = self.agent_ids, self.buffers
+        first = self.taken
         for t, (acted_on, acting, batch) in enumerate(_steps(envs, agent, obs, self.steps - self.taken, stop),
                                                       self.taken):
+            if t == first:  # once per call: an agent's extras keep their shape from step to step
+                check_value_extras(acting, acted_on, owner or f"agent class {type(agent).__name__!r}")
             for a in ids:
                 buffers["obs"][a].append(acted_on[a])
                 buffers["next_obs"][a].append(batch.next_obs[a])
@@ -200,9 +224,11 @@ class RolloutInProgress:
 
 
 def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: EpisodeTracker,
-                    gamma: float, gae_lambda: float) -> tuple[Rollout, AgentArrays, list[dict[str, float]]]:
+                    gamma: float, gae_lambda: float, algorithm=None,
+                    ) -> tuple[Rollout, AgentArrays, list[dict[str, float]]]:
+    """``algorithm`` (optional) names the plugin in the error an agent that breaks the contract gets."""
     collection = RolloutInProgress(envs.spec.agent_ids, steps)
-    obs = collection.collect(envs, agent, obs, tracker)
+    obs = collection.collect(envs, agent, obs, tracker, owner=None if algorithm is None else acting_owner(algorithm))
     return collection.finish(agent, obs, gamma, gae_lambda), obs, collection.episodes
 
 
@@ -246,7 +272,7 @@ class OnPolicyStrategy(BaseStrategy):
         if collection is None:
             steps = max(1, min(config.rollout_steps, -(-limit // self.envs.num_envs)))
             collection = RolloutInProgress(self.envs.spec.agent_ids, steps)
-        self.obs = collection.collect(self.envs, agent, self.obs, self.tracker, stop)
+        self.obs = collection.collect(self.envs, agent, self.obs, self.tracker, stop, acting_owner(self.algorithm))
         if not collection.complete:
             self._partial = collection if collection.taken else None
             return None, []

@@ -179,7 +179,7 @@ def _async_worker(strategy: AsyncWorkersStrategy, index: int, seed: int) -> None
         try:
             while steps := _claim_steps(strategy, envs.num_envs, index):
                 rollout, obs, episodes = rlf.collect_rollout(envs, strategy.agent, obs, steps, tracker,
-                                                             config.gamma, config.gae_lambda)
+                                                             config.gamma, config.gae_lambda, strategy.algorithm)
                 metrics = strategy.learner.learn(rollout)
                 if not _send(strategy, ("report", (rollout.num_steps, metrics, episodes)), index):
                     break
