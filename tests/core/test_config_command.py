@@ -55,3 +55,19 @@ def test_bad_values_are_one_line_errors(site):
 def test_resume_steps_is_documented_as_a_total():
     result = run_rlf("train", "--help")
     assert "with --resume the new total" in " ".join(result.stdout.split())
+
+
+def test_a_pair_train_refuses_is_refused_by_config_too(site):
+    # the same one line, exit 2, as `rlf train`: no config is printed for a pair that cannot train
+    config = run_rlf("config", "tabular-q", "--env", "gym:Pendulum-v1", site=site)
+    train = run_rlf("train", "tabular-q", "--env", "gym:Pendulum-v1", "--steps", "10", site=site)
+    assert_one_line_error(config, "algorithm 'tabular-q' supports discrete action spaces", "Box")
+    assert config.stdout == "" and config.stderr == train.stderr
+
+
+def test_the_shipped_ppo_is_refused_box_actions_by_config(site):
+    pytest.importorskip("rlf_plugin_ppo")
+    result = run_rlf("config", "ppo", "--env", "gym:Pendulum-v1", site=site)
+    assert_one_line_error(result, "algorithm 'ppo' supports discrete action spaces", "Box")
+    assert result.stdout == ""
+    assert run_rlf("config", "ppo", "--env", "gym:CartPole-v1", site=site, check=True).stdout.startswith("[run]")

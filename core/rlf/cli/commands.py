@@ -389,6 +389,7 @@ def _config(args) -> int:
     if args.algorithm:
         resolved = resolve(args.algorithm, args.env, config_file=args.config, overrides=args.overrides,
                            preset=not args.no_preset)
+        _check_pair(resolved)
         _say_preset(resolved)
         sections = [("run", RunConfig, resolved.run), ("algo", resolved.algorithm.config, resolved.algo),
                     ("env", resolved.environment.config, resolved.env),
@@ -425,6 +426,25 @@ def _config(args) -> int:
             print(f"{path} = {json.dumps(current)}  # {type_name}: {doc}")
         print()
     return 0
+
+
+def _check_pair(resolved) -> None:
+    """The refusal ``rlf train`` would give for this algorithm and env, before a config is shown for a pair that
+    cannot train. Needs one env built: skipped for envs registered as expensive (emulators), and where the env
+    does not build here (a missing extra or ROM), which ``rlf train`` reports itself."""
+    from rlf.envs.base import EnvFactory
+    from rlf.errors import RlfError
+    from rlf.resolution import check_compatible
+
+    if resolved.environment.prefer_subprocess:
+        return
+    try:
+        env_spec = EnvFactory(resolved.environment.build_env, resolved.env).describe(resolved.run.env, 1)
+    except RlfError:
+        raise
+    except Exception:  # noqa: BLE001 - the config is still worth showing; training names the failure
+        return
+    check_compatible(resolved.algorithm, env_spec)
 
 
 def _new(args) -> int:
