@@ -151,7 +151,9 @@ def child(t0: float, num_envs: int) -> None:
         code = rlf.cli.commands.main(["train", "ppo", "--env", "mario", "--steps", str(2 * num_envs), "--no-progress",
                              "--run-dir", str(Path(run_dir) / "run"), "--set", f"num_envs={num_envs}",
                              "--set", "checkpoint_interval=0", "--set", "algo.rollout_steps=2",
-                             "--set", "algo.minibatches=1", "--set", "algo.epochs=1"])
+                             "--set", "algo.minibatches=1", "--set", "algo.epochs=1",
+                             # the preset's periodic evaluation would add 20 episodes at the end: not start-up
+                             "--set", "eval_interval=0"])
     events.pop("first env step done", None)
     print(RESULT + json.dumps({"exit_code": code, "events": events, "cpu": cpu, "cpu_update": cpu_update}),
           flush=True)
