@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 from faults import snapshot
 
+import rlf
 from rlf.cli.commands import main
+from rlf.logging.callbacks import Callback
 from rlf.storage import checkpoint as ckpt
 from rlf.storage.run_state import COUNT_KEYS, first_bad_value
 
@@ -167,3 +169,44 @@ def test_counts_elsewhere_may_be_none_and_lists_of_numbers_are_not_counts():
     assert first_bad_value({"s": {"episodes": None, "x": {"episodes": [-1.5, 2.0]}, "resets": 0}}) is None
     assert first_bad_value({"s": {"updates": -1}}) == ("s.updates", "the count -1 is negative")
     assert first_bad_value({"s": {"w": [1.0, math.inf]}}) == ("s.w[1]", "inf is not a finite number")
+
+
+def test_a_learner_metric_named_like_a_count_is_a_float_in_the_trainers_metric_rows():
+    rows = {"trainer": {"pending": [{"train_steps": 1.0, "loss": 0.5}], "recent": [{"episodes": 2.5}]}}
+    assert first_bad_value(rows) is None
+    rows["trainer"]["pending"][0]["train_steps"] = math.nan
+    assert first_bad_value(rows) == ("trainer.pending[0].train_steps", "nan is not a finite number")
+    assert first_bad_value({"trainer": {"env_steps": 1.0}}) == (
+        "trainer.env_steps", "1.0 where a count (a whole number) belongs")
+
+
+class _Crash(Exception):
+    pass
+
+
+class _CrashAfter(Callback):
+    """The process dying between two checkpoints (a power cut, the OOM killer), as a test can make it: the
+    run ends by an exception and leaves its last periodic checkpoint behind."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_step(self, trainer, result) -> None:
+        if trainer.counters["env_steps"] >= self.at:
+            raise _Crash
+
+
+def test_a_dqn_run_killed_after_a_checkpoint_between_two_metric_rows_resumes(tmp_path):
+    # DQN reports its train_steps as a metric; a periodic checkpoint written between two log rows holds it
+    # in the trainer's pending rows, where it once failed the count check and the run could not be resumed
+    run = tmp_path / "run"
+    overrides = ["log_interval=1000", "checkpoint_interval=200", "algo.min_replay_size=64", "seed=0",
+                 f"run_dir={run}"]
+    with pytest.raises(_Crash):
+        rlf.make("dqn", "gym:CartPole-v1", overrides=overrides).train(steps=400, progress=False,
+                                                                        callbacks=[_CrashAfter(300)])
+    state = ckpt.load(run / "checkpoint.rlf")
+    assert 200 <= state["counters"]["env_steps"] < 300
+    assert any("train_steps" in row for row in state["trainer"]["pending"])
+    assert main(["train", "--resume", str(run), "--steps", "400", "--no-progress"]) == 0
+    assert ckpt.load(run / "checkpoint.rlf")["counters"]["env_steps"] >= 400

@@ -62,6 +62,10 @@ COUNT_KEYS = frozenset({"env_steps", "iterations", "episodes", "updates", "reset
 """Keys that hold a count wherever they appear in a checkpoint (the trainer's, a strategy's, a learner's, an
 env wrapper's): a number there is a whole number, never negative."""
 
+METRIC_ROWS = frozenset({"trainer.pending", "trainer.recent"})
+"""Where a checkpoint holds rows of reported metrics (floats by the Learner's contract, averaged when logged):
+a learner may report a count there under the same name (``train_steps``: 1.0), so only finiteness is checked."""
+
 
 def _part(where: str) -> str:
     return next((f" ({text})" for key, text in _PARTS.items() if where == key or where.startswith(key + ".")), "")
@@ -89,14 +93,15 @@ def validate_state(path: Path, state: Any) -> RunState:
 def first_bad_value(tree: Any) -> tuple[str, str] | None:
     """(where, what) of the first NaN or infinity anywhere in ``tree`` (numbers and float arrays), or of a
     count (``COUNT_KEYS``) that is not a whole number or is negative; None when there is none."""
-    stack: list[tuple[str, Any, bool]] = [("", tree, False)]
+    stack: list[tuple[str, Any, bool, bool]] = [("", tree, False, False)]
     while stack:
-        where, value, count = stack.pop()
+        where, value, count, metrics = stack.pop()
         if isinstance(value, dict):
-            stack.extend((f"{where}.{key}" if where else str(key), item, key in COUNT_KEYS)
-                         for key, item in reversed(list(value.items())))
+            stack.extend((path, item, key in COUNT_KEYS and not metrics, metrics or path in METRIC_ROWS)
+                         for key, item in reversed(list(value.items()))
+                         for path in (f"{where}.{key}" if where else str(key),))
         elif isinstance(value, list | tuple):
-            stack.extend((f"{where}[{i}]", item, False) for i, item in reversed(list(enumerate(value))))
+            stack.extend((f"{where}[{i}]", item, False, metrics) for i, item in reversed(list(enumerate(value))))
         elif isinstance(value, np.ndarray):
             if value.dtype.kind in "fc" and not np.isfinite(value).all():
                 index = np.unravel_index(int(np.flatnonzero(~np.isfinite(value))[0]), value.shape)
