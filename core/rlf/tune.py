@@ -576,33 +576,42 @@ def _show(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def work(options: TuneOptions, worker: int = 0, registry=None, plan_: Plan | None = None) -> None:
-    """One worker: trials one after another until the study holds ``options.trials`` of them."""
+def work(options: TuneOptions, worker: int = 0, registry=None, plan_: Plan | None = None,
+         first_started: Callable[[], None] | None = None) -> None:
+    """One worker: trials one after another until the study holds ``options.trials`` of them.
+    ``first_started`` is called once, when this worker's first trial is in the study (RUNNING) and before
+    it runs: workers that wait there for each other each hold a trial before any can take a second."""
     checked = plan_ or plan(options, registry)
     study = _open_study(options, worker)
     parent = os.getppid()
+    waiting = [first_started] if first_started is not None else []
 
     def finished(study, trial) -> None:
         print(_line(trial, options.metric), flush=True)
 
+    def run_trial(trial) -> float:
+        if waiting:
+            waiting.pop()()
+        return objective(trial, checked, registry)
+
     while _counted(study.get_trials(deepcopy=False)) < options.trials:
         if worker and os.getppid() != parent:  # the rlf tune that started this process is gone
             return
-        study.optimize(lambda trial: objective(trial, checked, registry), n_trials=1, callbacks=[finished],
-                       gc_after_trial=False)
+        study.optimize(run_trial, n_trials=1, callbacks=[finished], gc_after_trial=False)
 
 
 def _worker_main(options: TuneOptions, worker: int, start) -> None:
     """A worker process (spawned: a fresh interpreter, its own generators and plugins)."""
     import threading
 
-    try:
-        checked = plan(options)
-        try:  # all start together, so the first trials are spread over the processes
+    def all_started() -> None:
+        try:  # the first trials are spread over the processes, one each, whatever the machine's load
             start.wait(timeout=300)
         except threading.BrokenBarrierError:
             pass
-        work(options, worker, plan_=checked)
+
+    try:
+        work(options, worker, plan_=plan(options), first_started=all_started)
     except RlfError as exc:
         text = " ".join(str(exc).split())
         print(f"rlf: error: {text}", file=sys.stderr, flush=True)
@@ -639,20 +648,23 @@ def run(options: TuneOptions, registry=None, say: Callable[[str], None] | None =
         f"{options.sampler} sampler, {options.pruner} pruner, {options.jobs} process(es), "
         f"{len(checked.seeds)} seed(s) x {checked.steps:,} env steps per trial, evaluated every "
         f"{checked.eval_interval:,}; trials in {directory}")
-    if options.jobs == 1:
+    # no more processes than trials left to run (queued retries among them): each process takes one
+    # trial before any takes a second
+    processes = min(options.jobs, max(options.trials - done, 1))
+    if processes == 1:
         work(options, 0, registry, checked)
     else:
-        _run_workers(options)
+        _run_workers(options, processes)
     return finish(options, checked, say, registry)
 
 
-def _run_workers(options: TuneOptions) -> None:
+def _run_workers(options: TuneOptions, processes: int) -> None:
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")  # never fork a process that may hold threads and locks
-    start = context.Barrier(options.jobs)
+    start = context.Barrier(processes)
     workers = [context.Process(target=_worker_main, args=(options, index, start), name=f"rlf-tune-{index}")
-               for index in range(options.jobs)]
+               for index in range(processes)]
     for process in workers:
         process.start()
     try:

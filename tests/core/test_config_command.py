@@ -64,10 +64,3 @@ def test_a_pair_train_refuses_is_refused_by_config_too(site):
     assert_one_line_error(config, "algorithm 'tabular-q' supports discrete action spaces", "Box")
     assert config.stdout == "" and config.stderr == train.stderr
 
-
-def test_the_shipped_ppo_is_refused_box_actions_by_config(site):
-    pytest.importorskip("rlf_plugin_ppo")
-    result = run_rlf("config", "ppo", "--env", "gym:Pendulum-v1", site=site)
-    assert_one_line_error(result, "algorithm 'ppo' supports discrete action spaces", "Box")
-    assert result.stdout == ""
-    assert run_rlf("config", "ppo", "--env", "gym:CartPole-v1", site=site, check=True).stdout.startswith("[run]")
