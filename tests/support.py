@@ -26,6 +26,7 @@ from rlf import (
     OnPolicyConfig,
     StrategyFamily,
     hookimpl,
+    observations,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,14 +45,16 @@ class LinearPolicy(Agent):
         self.rng = np.random.default_rng(seed)
         self.params = {}
         for a in spec.agent_ids:
-            n_obs = int(np.prod(spec.observation_spaces[a].shape))
+            space = spec.observation_spaces[a]
+            n_obs = spaces.flatdim(space) if observations.is_structured(space) else int(np.prod(space.shape))
             n_act = spec.action_spaces[a].n
             self.params[a] = {"pi": np.zeros((n_obs + 1, n_act)), "v": np.zeros(n_obs + 1)}
 
     @staticmethod
     def features(obs):
-        flat = obs.reshape(len(obs), -1).astype(np.float64)
-        return np.concatenate([flat, np.ones((len(obs), 1))], axis=1)
+        n = observations.rows(obs)  # Dict/Tuple observations: every part flattened, side by side
+        flat = [part.reshape(n, -1).astype(np.float64) for _, part in observations.leaves(obs)]
+        return np.concatenate([*flat, np.ones((n, 1))], axis=1)
 
     def probs(self, a, obs):
         logits = self.features(obs) @ self.params[a]["pi"]
@@ -64,11 +67,12 @@ class LinearPolicy(Agent):
         for a, o in obs.items():
             p = self.probs(a, o)
             if explore:
-                act = (p.cumsum(axis=1) > self.rng.random((len(o), 1))).argmax(axis=1)
+                act = (p.cumsum(axis=1) > self.rng.random((observations.rows(o), 1))).argmax(axis=1)
             else:
                 act = p.argmax(axis=1)
             actions[a] = act
-            extras[a] = {"log_prob": np.log(p[np.arange(len(o)), act] + 1e-12), "value": self.value({a: o})[a]}
+            extras[a] = {"log_prob": np.log(p[np.arange(observations.rows(o)), act] + 1e-12),
+                         "value": self.value({a: o})[a]}
         return Acting(actions, extras)
 
     def value(self, obs):
@@ -94,19 +98,19 @@ class LinearPGLearner(Learner):
         losses = []
         for a in rollout.obs:
             mask = rollout.alive[a].reshape(-1).astype(bool)
-            obs = rollout.obs[a].reshape(-1, *rollout.obs[a].shape[2:])[mask]
+            obs = observations.index(observations.merge_rows(rollout.obs[a]), mask)
             act = rollout.actions[a].reshape(-1)[mask]
             adv = rollout.advantages[a].reshape(-1)[mask]
             ret = rollout.returns[a].reshape(-1)[mask]
-            if len(obs) == 0:
+            if observations.rows(obs) == 0:
                 continue
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             x = self.agent.features(obs)
             p = self.agent.probs(a, obs)
             onehot = np.eye(p.shape[1])[act]
-            self.agent.params[a]["pi"] += self.lr * x.T @ ((onehot - p) * adv[:, None]) / len(obs)
+            self.agent.params[a]["pi"] += self.lr * x.T @ ((onehot - p) * adv[:, None]) / observations.rows(obs)
             err = ret - x @ self.agent.params[a]["v"]
-            self.agent.params[a]["v"] += self.lr * x.T @ err / len(obs)
+            self.agent.params[a]["v"] += self.lr * x.T @ err / observations.rows(obs)
             losses.append(float(np.mean(err ** 2)))
         return {"value_loss": float(np.mean(losses)) if losses else 0.0}
 
@@ -282,6 +286,8 @@ class TestPlugin:
     def rlf_register_algorithms(self, register):
         register("linear-pg", build_agent=build_linear_agent, build_learner=build_linear_learner,
                  family=StrategyFamily.ON_POLICY, config=LinearPGConfig, default_env="gym:CartPole-v1")
+        register("linear-pg-parts", build_agent=build_linear_agent, build_learner=build_linear_learner,
+                 family=StrategyFamily.ON_POLICY, config=LinearPGConfig, observation_spaces=("Dict", "Tuple"))
         register("tabular-q", build_agent=build_tabular_agent, build_learner=build_tabular_learner,
                  family=StrategyFamily.OFF_POLICY, config=TabularQConfig)
 

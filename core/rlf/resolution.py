@@ -13,6 +13,7 @@ from typing import Any
 import gymnasium
 from pydantic import BaseModel
 
+from rlf import observations
 from rlf.config import (
     SECTIONS,
     AlgorithmConfig,
@@ -196,17 +197,16 @@ def _check_chosen_names(algorithm: str, run: Mapping[str, Any]) -> None:
                           f"not {env!r}; pass it with --env")
 
 
-_ARRAY_SPACES = (gymnasium.spaces.Box, gymnasium.spaces.Discrete, gymnasium.spaces.MultiBinary,
-                 gymnasium.spaces.MultiDiscrete)
-"""Observation spaces the core batches as (N, ...) arrays."""
-
-
 def _observation_need(spec: AlgorithmSpec, space: gymnasium.Space) -> str | None:
     """What the algorithm declared it needs and ``space`` lacks, as a phrase; None when it can read it."""
     if spec.observation_spaces is not None:
         accepted = tuple(getattr(gymnasium.spaces, c) if isinstance(c, str) else c for c in spec.observation_spaces)
         if not isinstance(space, accepted):
             return "/".join(cls.__name__ for cls in accepted) + " observations"
+    elif observations.is_structured(space):
+        # an algorithm written before Dict/Tuple batches existed indexes its observations as one array
+        return ("array observations (it does not declare observation_spaces with "
+                f"\"{type(space).__name__}\")")
     if spec.observation_check is None:
         return None
     need = guarded(spec.plugin, f"algorithm {spec.name!r} (its observation_check)", spec.observation_check, space)
@@ -220,10 +220,12 @@ def _observation_need(spec: AlgorithmSpec, space: gymnasium.Space) -> str | None
 def check_compatible(spec: AlgorithmSpec, env_spec) -> None:
     """Refuses, before anything is written, a pair the algorithm's registration rules out (one line)."""
     for agent, space in env_spec.observation_spaces.items():
-        if not isinstance(space, _ARRAY_SPACES):
+        why = observations.unsupported(space)
+        if why is None and env_spec.multi_agent and observations.is_structured(space):
+            why = f"{type(space).__name__} observations are supported for single-agent (Gymnasium) envs only"
+        if why is not None:
             raise IncompatibleError(
-                f"{env_spec.name} gives agent {agent!r} {type(space).__name__} observations ({space}); rlf batches "
-                "observations as arrays (Box, Discrete, MultiBinary, MultiDiscrete): wrap the env to flatten them "
+                f"{env_spec.name} gives agent {agent!r} {space}: {why}; wrap the env to flatten them "
                 "(gymnasium.wrappers.FlattenObservation) in an environment plugin, or choose another environment")
         need = _observation_need(spec, space)
         if need:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from rlf import observations
 from rlf.api import CHECKPOINT_FILE, RUN_FILE, Algorithm, _previous_hint
 from rlf.config import (
     parse_overrides,
@@ -128,6 +129,12 @@ def _export_onnx(path: Path, target: Path) -> dict[str, Any]:
 
     algo = load(path)
     spec = algo._probe_spec()
+    for agent_id, space in spec.observation_spaces.items():
+        if observations.is_structured(space):
+            # one graph input per agent: a Dict/Tuple would need one input per part, which rlf does not name yet
+            raise IncompatibleError(f"ONNX export takes one array observation per agent, but agent {agent_id!r} "
+                                    f"observes {type(space).__name__} observations; export it as <name>.rlf for "
+                                    "`rlf eval` instead")
     agent = algo.resolved.algorithm.build_agent(algo._context(spec))
     run_state.load_into(agent, algo._agent_state, "agent", check_shapes=True)
     name = algo.resolved.run.algorithm

@@ -64,9 +64,17 @@ CASES = {
     # the update beside the next rollout's collection: a checkpoint keeps the rollout waiting for its update
     "ppo-overlap": ["ppo", "--env", "gym:CartPole-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
                     "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]", "--set", "algo.overlap_update=true"],
+    # Box actions, and running observation and reward statistics that the checkpoint must carry
+    "ppo-gaussian": ["ppo", "--env", "gym:Pendulum-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
+                     "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]", "--set", "algo.normalize_obs=true",
+                     "--set", "algo.normalize_reward=true"],
     "dqn": ["dqn", "--env", "gym:CartPole-v1", "--set", "algo.min_replay_size=64", "--set", "algo.batch_size=16",
             "--set", "algo.hidden_sizes=[16]", "--set", "algo.target_update_interval=100"],
     "iql": ["iql", "--env", "predator-prey"],
+    # Dict observations (an image and a vector): in-flight observations, replay and env state hold both parts
+    "dqn-dict": ["dqn", "--env", "gym:rlf.envs.goal_cells:GoalCells-v0", "--set", "algo.min_replay_size=64",
+                 "--set", "algo.batch_size=16", "--set", "algo.hidden_sizes=[16]", "--set",
+                 "algo.target_update_interval=100"],
 }
 # the first interval checkpoint is at env step 192; the mid-way kill lands between 192 and 384
 KILLS = {"after-checkpoint": "checkpoint:1", "between-checkpoints": "step:300"}

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_exact_resume import _table, assert_same_tree
 
@@ -48,7 +49,15 @@ CASES = {
     "sac": ("sac", "gym:Pendulum-v1", ["vector='sync'", "algo.learning_starts=64", "algo.batch_size=16",
                                        "algo.hidden_sizes=[16]", "env.max_episode_steps=50"]),
     "iql": ("iql", "predator-prey", ["vector='sync'"]),
+    # Dict observations (an image and a vector): in-flight observations, replay and env state hold both parts
+    "dqn-dict-sync": ("dqn", "gym:rlf.envs.goal_cells:GoalCells-v0", [*DQN, "vector='sync'"]),
+    "dqn-dict-async": ("dqn", "gym:rlf.envs.goal_cells:GoalCells-v0", [*DQN, "vector='async'"]),
+    # on-policy rollouts of Dict observations (the tests' numpy linear policy: no on-policy plugin reads them yet)
+    "parts-sync": ("linear-pg-parts", "gym:rlf.envs.goal_cells:GoalCells-v0", [*PPO[:1], "vector='sync'"]),
+    "parts-async": ("linear-pg-parts", "gym:rlf.envs.goal_cells:GoalCells-v0", [*PPO[:1], "vector='async'"]),
 }
+TEST_PLUGIN_ALGORITHMS = {"linear-pg-parts"}
+"""Registered by the tests' own plugin (tests/support.py), not by an installed one."""
 # (where, n): the signal at the n-th vector step ("step") or at the start of the n-th update ("learn").
 # PPO: step 45 is mid-way through the second rollout, update 3 the third rollout's; off-policy: step 45 is
 # mid-way through the second chunk, update 100 (one per step once the replay has 64) inside the fourth.
@@ -57,9 +66,18 @@ OFF_POLICY_MOMENTS = {"mid-chunk": ("step", 45), "mid-update": ("learn", 100)}
 SIGNALS = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT}
 
 
+def _registry_for(algorithm: str, registry=None):
+    if registry is None and algorithm in TEST_PLUGIN_ALGORITHMS:
+        from support import TestPlugin
+
+        return load_registry(extra_plugins=[("test-plugin", TestPlugin())])
+    return registry
+
+
 def _make(case: str, run: Path, registry=None):
     algorithm, env, extra = CASES[case]
-    return rlf.make(algorithm, env, registry=registry, overrides=[*COMMON, *extra, f"run_dir='{run}'"])
+    return rlf.make(algorithm, env, registry=_registry_for(algorithm, registry),
+                    overrides=[*COMMON, *extra, f"run_dir='{run}'"])
 
 
 @contextlib.contextmanager
@@ -152,7 +170,7 @@ def _stop_and_resume(case: str, run: Path, moment: tuple[str, int], signum: int,
     assert count[0] >= moment[1]
     stopped = ckpt.load(run / "checkpoint.rlf")
     assert 0 < stopped["counters"]["env_steps"] < STEPS
-    rlf.load(run).train()
+    rlf.load(run, registry=_registry_for(CASES[case][0])).train()
     assert "resume: starting fresh episodes" not in capfd.readouterr().err
     return stopped
 
@@ -183,6 +201,31 @@ def test_off_policy_stopped_and_resumed_is_bit_identical(case, moment, signame, 
                                capfd)
     # the chunk under way finished first (64 env steps at most)
     assert stopped["counters"]["env_steps"] == (128 if moment == "mid-chunk" else 256)
+    assert_identical_runs(reference(case), tmp_path / "run")
+
+
+@pytest.mark.parametrize(("case", "moment", "signame"), [
+    ("dqn-dict-sync", "mid-chunk", "sigterm"), ("dqn-dict-sync", "mid-update", "sigint"),
+    ("dqn-dict-async", "mid-chunk", "sigint"), ("dqn-dict-async", "mid-update", "sigterm")])
+def test_dict_observations_stopped_and_resumed_are_bit_identical(case, moment, signame, reference, tmp_path,
+                                                                 monkeypatch, capfd):
+    stopped = _stop_and_resume(case, tmp_path / "run", OFF_POLICY_MOMENTS[moment], SIGNALS[signame], monkeypatch,
+                               capfd)
+    saved = stopped["strategy"]["inflight"]["obs"]["agent"]
+    assert saved["image"].dtype == np.uint8 and saved["image"].shape == (2, 16, 16, 1)
+    assert saved["vector"].shape == (2, 4)
+    assert_identical_runs(reference(case), tmp_path / "run")
+
+
+@pytest.mark.parametrize(("case", "signame"), [("parts-sync", "sigterm"), ("parts-async", "sigint")])
+def test_a_rollout_of_dict_observations_stopped_mid_way_resumes_bit_identical(case, signame, reference, tmp_path,
+                                                                              monkeypatch, capfd):
+    stopped = _stop_and_resume(case, tmp_path / "run", MOMENTS["mid-rollout"], SIGNALS[signame], monkeypatch, capfd)
+    partial = stopped["strategy"]["partial"]["buffers"]
+    taken = len(partial["rewards"]["agent"])
+    assert partial["obs"]["agent"]["image"].shape == (taken, 2, 16, 16, 1)
+    assert partial["obs"]["agent"]["image"].dtype == np.uint8
+    assert partial["next_obs"]["agent"]["vector"].shape == (taken, 2, 4)
     assert_identical_runs(reference(case), tmp_path / "run")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from rlf import observations
 from rlf.envs.state import StateUnavailable
 from rlf.errors import PluginError
 from rlf.interfaces import EPISODE_METRICS, SINGLE_AGENT, AgentArrays, EnvSpec, Resume, StateTree
@@ -124,7 +125,7 @@ class StepBatch:
         offsets = np.cumsum([0] + [len(part.episode_ended) for part in parts[:-1]]).tolist()
 
         def joined(name: str) -> AgentArrays:
-            return {a: np.concatenate([getattr(part, name)[a] for part in parts]) for a in parts[0].rewards}
+            return {a: observations.concatenate([getattr(part, name)[a] for part in parts]) for a in parts[0].rewards}
 
         def shifted(name: str) -> dict[int, Any]:
             return {offset + i: value for offset, part in zip(offsets, parts, strict=True)

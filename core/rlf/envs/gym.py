@@ -17,7 +17,8 @@ from rlf.errors import ConfigError
 class GymEnvConfig(EnvConfig):
     """A Gymnasium environment by registered id."""
 
-    id: str = Field("CartPole-v1", min_length=1, description="Gymnasium id; taken from gym:<id>.")
+    id: str = Field("CartPole-v1", min_length=1,
+                    description="Gymnasium id; taken from gym:<id> (gym:<module>:<id> imports the module first).")
     max_episode_steps: int | None = Field(None, ge=1, description="Override the id's time limit.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for gymnasium.make.")
 
@@ -25,8 +26,18 @@ class GymEnvConfig(EnvConfig):
 def make_gym_env(config: GymEnvConfig, render_mode: str | None = None):
     import gymnasium
 
-    if config.id not in gymnasium.registry:
-        close = difflib.get_close_matches(config.id, list(gymnasium.registry), n=1)
+    module, _, registered = config.id.rpartition(":")
+    if module:
+        # "module:Id-v0", as gymnasium.make reads it: the module registers the id when imported
+        import importlib
+
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"gym:{config.id}: module {module!r} cannot be imported ({exc}); install the package "
+                              "that registers the id, or use a registered id") from None
+    if registered not in gymnasium.registry:
+        close = difflib.get_close_matches(registered, list(gymnasium.registry), n=1)
         hint = f"did you mean gym:{close[0]}? " if close else ""
         raise ConfigError(f"gymnasium has no environment {config.id!r}: {hint}"
                           "use a registered id (python -c 'import gymnasium; gymnasium.pprint_registry()')")

@@ -12,6 +12,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlf import observations as obs_tree
 from rlf.envs.base import (
     EnvFactory,
     StepBatch,
@@ -159,7 +160,7 @@ class GymVector(VectorEnv):
             _, lost = self._receive(index)
             self._restart_lost(index, lost, "reset")
             observations.append(self._slot_observations(index))
-        return {SINGLE_AGENT: observations[0] if len(observations) == 1 else np.concatenate(observations)}
+        return {SINGLE_AGENT: observations[0] if len(observations) == 1 else obs_tree.concatenate(observations)}
 
     def _command(self, part: int, worker: int, message: tuple) -> None:
         """Send one worker a command; a worker that is gone is noticed when its answer is awaited."""
@@ -300,9 +301,9 @@ class GymVector(VectorEnv):
 
     def _slot_observations(self, part: int) -> np.ndarray:
         """Group ``part``'s observations (from shared memory), replaced workers' rows included."""
-        obs = self.groups[part].observations.copy()
+        obs = obs_tree.copy(self.groups[part].observations)
         for i, vector in self._spliced[part].items():
-            obs[i] = vector.observations[0]
+            obs_tree.assign(obs, i, obs_tree.index(vector.observations, 0))
         return obs
 
     def _diagnose(self, part: int, i: int, exc: BaseException) -> str:
@@ -360,9 +361,9 @@ class GymVector(VectorEnv):
         next_obs = obs
         metrics: dict[int, dict[str, float]] = {}
         if ended_envs:
-            next_obs = obs.copy()
+            next_obs = obs_tree.copy(obs)
             for i in ended_envs:
-                next_obs[i] = infos["final_obs"][i]
+                obs_tree.assign(next_obs, i, infos["final_obs"][i])
                 found = episode_metrics_of(final_info_of(infos, i))
                 if found:
                     metrics[i] = found

@@ -9,6 +9,8 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rlf import observations
+
 
 class InProcessVectorEnv(gymnasium.vector.VectorEnv):
     """Gymnasium's vector API with same-step autoreset, lean enough for envs that step in microseconds.
@@ -27,8 +29,7 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
         self.action_space = gymnasium.vector.utils.batch_space(first.action_space, self.num_envs)
         self.metadata = {**first.metadata, "autoreset_mode": AutoresetMode.SAME_STEP}
         self.render_mode = first.render_mode
-        shape, dtype = first.observation_space.shape, first.observation_space.dtype
-        self._obs = np.zeros((self.num_envs, *shape), dtype=dtype)
+        self._obs = observations.empty(first.observation_space, self.num_envs)
         self._rewards = np.zeros(self.num_envs, dtype=np.float64)
         self._terminated = np.zeros(self.num_envs, dtype=bool)
         self._truncated = np.zeros(self.num_envs, dtype=bool)
@@ -37,8 +38,8 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
     def reset(self, *, seed=None, options=None):
         seeds = [None] * self.num_envs if seed is None else [seed + i for i in range(self.num_envs)]
         for i, env in enumerate(self.envs):
-            self._obs[i], _ = env.reset(seed=seeds[i], options=options)
-        return self._obs.copy(), {}
+            observations.assign(self._obs, i, env.reset(seed=seeds[i], options=options)[0])
+        return observations.copy(self._obs), {}
 
     def step(self, actions):
         infos: dict[str, Any] = {}
@@ -56,8 +57,8 @@ class InProcessVectorEnv(gymnasium.vector.VectorEnv):
                 if self.record_final_frames:  # the frame of the last step, before the reset replaces it
                     infos.setdefault("final_frame", [None] * self.num_envs)[i] = env.render()
                 observation, _ = env.reset()
-            obs[i] = observation
-        return obs.copy(), rewards.copy(), terminated.copy(), truncated.copy(), infos
+            observations.assign(obs, i, observation)
+        return observations.copy(obs), rewards.copy(), terminated.copy(), truncated.copy(), infos
 
     def render(self):
         return self.envs[0].render()

@@ -23,8 +23,8 @@ from rlf.errors import ConfigError, IncompatibleError
 
 __all__ = [
     "DEFAULT_TORCH_THREADS", "MAX_IMAGE_CHANNELS", "MIN_IMAGE_SIDE", "NATURE_CONVS", "ConvLayer",
-    "ObservationEncoder", "TorchThreads", "conv_stack", "flat_size", "image_layout", "init_orthogonal", "mlp",
-    "nature_cnn", "set_threads",
+    "MultiInputEncoder", "ObservationEncoder", "TorchThreads", "as_tensors", "conv_stack", "flat_size",
+    "image_layout", "init_orthogonal", "mlp", "nature_cnn", "set_threads",
 ]
 
 NetworkChoice = Literal["auto", "mlp", "cnn"]
@@ -67,7 +67,18 @@ class ObservationEncoder(nn.Module):
     ``shape`` is what the first layer gets ((C, H, W) or (features,)), ``image`` says which of the two.
     The encoder has no parameters and no state-dict entries, so adding it to a network changes no
     checkpoint.
+
+    ``Dict`` and ``Tuple`` spaces get a ``MultiInputEncoder`` instead (``ObservationEncoder(space, ...)``
+    returns one): its output is always one flat (N, features) vector, and it has parameters (a CNN per
+    image part).
     """
+
+    def __new__(cls, space: spaces.Space | None = None, *args, **kwargs):
+        # space=None: copy.deepcopy and pickle make the object without arguments
+        if cls is ObservationEncoder and isinstance(space, spaces.Dict | spaces.Tuple):
+            # not a subclass, so Python does not run ObservationEncoder.__init__ on it as well
+            return MultiInputEncoder(space, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, space: spaces.Space, network: NetworkChoice = "auto", *, bounds: bool = False,
                  name: str = "this agent"):
@@ -118,6 +129,85 @@ class ObservationEncoder(nn.Module):
             return x.permute(0, 3, 1, 2) if self.channels_last else x
         x = x.reshape(x.shape[0], -1)  # shape[0], not len(): a traced (exported) graph keeps its batch axis
         return (x - self.center) * self.half_range_inv if self.bounds else x
+
+
+class MultiInputEncoder(nn.Module):
+    """Dict or Tuple observation batches (a dict or tuple of tensors, one per part, as the collectors
+    batch them) to one (N, ``features``) float tensor: every part through its own ``ObservationEncoder``
+    (one-hot for Discrete, flattened and scaled for vectors, ``image_layout``'s rule for images), image
+    parts then through their own Nature CNN of ``cnn_features`` units (``network="mlp"`` flattens them
+    instead), all concatenated in the space's part order. A torso reads it as a flat vector:
+    ``image`` is False and ``shape`` is ``(features,)``.
+
+    Unlike ``ObservationEncoder`` it has parameters when a part is an image (the CNNs, under
+    ``cnns.<part position>``); without image parts it has none.
+    """
+
+    structured = True
+
+    def __init__(self, space: spaces.Space, network: NetworkChoice = "auto", *, bounds: bool = False,
+                 name: str = "this agent", cnn_features: int = 512):
+        super().__init__()
+        if not isinstance(space, spaces.Dict | spaces.Tuple):
+            raise IncompatibleError(f"{name} observes {space}; MultiInputEncoder reads Dict or Tuple observations")
+        self.keys: list[str | int] = list(space.spaces) if isinstance(space, spaces.Dict) else list(
+            range(len(space.spaces)))
+        if not self.keys:
+            raise IncompatibleError(f"{name} observes an empty {type(space).__name__}; it has nothing to encode")
+        self.encoders = nn.ModuleDict()
+        self.cnns = nn.ModuleDict()
+        widths = []
+        for position, key in enumerate(self.keys):
+            part = space[key]
+            if isinstance(part, spaces.Dict | spaces.Tuple):
+                raise IncompatibleError(f"{name} observes a nested {type(space).__name__} (part {key!r} is "
+                                        f"{type(part).__name__}); flatten the inner part in the environment")
+            # the network choice applies per part: "cnn" is checked on the space as a whole below
+            encoder = ObservationEncoder(part, "mlp" if network == "mlp" else "auto", bounds=bounds,
+                                         name=f"{name} (part {key!r})")
+            # modules are named by position: a Dict key may hold characters a module name may not (".")
+            self.encoders[str(position)] = encoder
+            if encoder.image:
+                self.cnns[str(position)] = nature_cnn(encoder.shape, cnn_features)
+                widths.append(cnn_features)
+            else:
+                widths.append(encoder.features)
+        if network == "cnn" and not len(self.cnns):
+            raise ConfigError(f"algo.network='cnn' needs an image part shaped (C, H, W) or (H, W, C) with H, W >= "
+                              f"{MIN_IMAGE_SIDE} and C <= {MAX_IMAGE_CHANNELS}, but {name} observes {space}; use "
+                              "algo.network='mlp' or 'auto'")
+        self.widths = tuple(widths)
+        self.image = False
+        self.shape: tuple[int, ...] = (int(sum(widths)),)
+
+    @property
+    def features(self) -> int:
+        """Width of the concatenated encoding."""
+        return self.shape[0]
+
+    def forward(self, obs) -> torch.Tensor:
+        encoded = []
+        for position, key in enumerate(self.keys):
+            name = str(position)
+            x = self.encoders[name](obs[key])
+            encoded.append(self.cnns[name](x) if name in self.cnns else x)
+        return torch.cat(encoded, dim=1)
+
+
+def as_tensors(obs, device: torch.device | str = "cpu"):
+    """A batch of observations as the encoders read it: an array to a tensor, a dict (tuple) of arrays
+    to a dict (tuple) of tensors. Read-only arrays (shared memory, Ray's object store) are copied,
+    because torch does not wrap read-only memory."""
+    def one(array) -> torch.Tensor:
+        if isinstance(array, np.ndarray) and not array.flags.writeable:
+            array = array.copy()
+        return torch.as_tensor(array, device=device)
+
+    if isinstance(obs, dict):
+        return {key: one(value) for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(one(value) for value in obs)
+    return one(obs)
 
 
 # -- layers --------------------------------------------------------------------------------------------

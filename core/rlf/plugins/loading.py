@@ -168,7 +168,7 @@ def _check_api_version(name: str, plugin: Any) -> None:
                           f"install versions of rlf and {name} that match")
 
 
-OBSERVATION_SPACE_NAMES = ("Box", "Discrete", "MultiBinary", "MultiDiscrete")
+OBSERVATION_SPACE_NAMES = ("Box", "Discrete", "MultiBinary", "MultiDiscrete", "Dict", "Tuple")
 """The ``gymnasium.spaces`` classes the core batches, which ``observation_spaces`` may name as strings."""
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from rlf import observations
 from rlf.envs.collectors import make_vector_env
 from rlf.interfaces import BuildContext, StateTree
 from rlf.training.episodes import EpisodeTracker
@@ -141,7 +142,8 @@ class ActorWorker:
                                  ("next_obs", batch.next_obs), ("terminated", batch.terminated),
                                  ("truncated", batch.truncated), ("alive", batch.alive)):
                 for a in agent_ids:
-                    columns[name][a].append(np.asarray(source[a]))
+                    value = source[a]
+                    columns[name][a].append(value if isinstance(value, dict | tuple) else np.asarray(value))
             ended = batch.episode_ended
             ended_steps.append(ended.copy())
             if batch.ended_envs:
@@ -153,7 +155,7 @@ class ActorWorker:
             obs = batch.obs
         self.obs = obs
         return {"steps": self.chunk_steps, "episode_ended": np.stack(ended_steps), "episodes": episodes,
-                "arrays": {name: {a: np.stack(values) for a, values in per_agent.items()}
+                "arrays": {name: {a: observations.stack(values) for a, values in per_agent.items()}
                            for name, per_agent in columns.items()},
                 "extras": {a: {key: np.stack(values) for key, values in per_agent.items()}
                            for a, per_agent in extras.items()}}

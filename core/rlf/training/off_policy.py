@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rlf import observations
 from rlf.envs.workers import exit_description
 from rlf.errors import EnvWorkerError
 from rlf.finite import act_on
@@ -212,7 +213,7 @@ class OffPolicyStrategy(BaseStrategy):
         used = min(chunk["steps"], -(-limit // n))
         learned: list[dict[str, float]] = []
         for t in range(used):
-            step = {name: {a: values[t] for a, values in per_agent.items()}
+            step = {name: {a: observations.index(values, t) for a, values in per_agent.items()}
                     for name, per_agent in chunk["arrays"].items()}
             ended = chunk["episode_ended"][t]
             wide = {name: {a: _widen(array, rows, total) for a, array in per_agent.items()}
@@ -261,10 +262,12 @@ class OffPolicyStrategy(BaseStrategy):
         super().teardown()
 
 
-def _widen(array: np.ndarray, rows: slice, total: int) -> np.ndarray:
+def _widen(array: Any, rows: slice, total: int) -> Any:
     """One actor's (n, ...) array placed at ``rows`` of a (total, ...) zero array (not alive there)."""
     if rows.stop - rows.start == total:
         return array
+    if isinstance(array, dict | tuple):  # Dict/Tuple observations: each part widened
+        return observations.tree_map(lambda part: _widen(part, rows, total), array)
     full = np.zeros((total, *array.shape[1:]), dtype=array.dtype)
     full[rows] = array
     return full

@@ -12,6 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
+from rlf import observations
 from rlf.envs.base import StepBatch, VectorEnv
 from rlf.errors import ConfigError, PluginError
 from rlf.finite import act_on
@@ -65,7 +66,7 @@ def _steps(envs: VectorEnv, agent: Agent, obs: AgentArrays, steps: int,
         return
     current = []
     for index, rows in enumerate(parts):
-        current.append(act_on(agent, {a: array[rows] for a, array in obs.items()}, explore=True))
+        current.append(act_on(agent, {a: observations.index(array, rows) for a, array in obs.items()}, explore=True))
         envs.step_async(index, current[-1].actions)
     for t in range(steps):
         # decided once for every part: all of them take the next step, or none does
@@ -98,13 +99,13 @@ def acting_owner(algorithm) -> str:
 
 def check_value_extras(acting: Acting, obs: AgentArrays, owner: str) -> None:
     """A wrong or missing ``extras["value"]`` otherwise fails deep in GAE, naming neither plugin nor field."""
-    for a, observations in obs.items():
+    for a, batch in obs.items():
         extras = acting.extras.get(a) or {}
         if "value" not in extras:
             raise PluginError(f'{owner}: act() returned no extras["value"] for agent {a!r}; an on-policy agent '
                               "returns the value estimate of each observation (shape (N,)) beside its actions "
                               "(docs/PLUGIN_GUIDE.md)")
-        n = len(observations)
+        n = observations.rows(batch)
         shape = tuple(np.shape(extras["value"]))
         if shape != (n,):
             whose = f" of agent {a!r}" if len(obs) > 1 else ""
@@ -173,7 +174,7 @@ class RolloutInProgress:
         """The complete rollout with values, bootstrap values, advantages and returns."""
         ids = self.agent_ids
         last_values = agent.value(obs)
-        stack = {name: {a: np.stack(self.buffers[name][a]) for a in ids} for name in _FIELDS}
+        stack = {name: {a: observations.stack(self.buffers[name][a]) for a in ids} for name in _FIELDS}
         extras = {a: {k: np.stack(v) for k, v in self.extras[a].items()} for a in ids}
         values, next_values, advantages, returns = {}, {}, {}, {}
         for a in ids:
@@ -192,7 +193,7 @@ class RolloutInProgress:
     def state_dict(self) -> StateTree:
         ids = self.agent_ids
         return {"steps": self.steps, "agents": list(ids),
-                "buffers": {name: {a: np.stack(self.buffers[name][a]) for a in ids} for name in _FIELDS},
+                "buffers": {name: {a: observations.stack(self.buffers[name][a]) for a in ids} for name in _FIELDS},
                 "extras": {a: {k: np.stack(v) for k, v in self.extras[a].items()} for a in ids},
                 "fixes": [{"step": t, "truncated": dict(truncated), "values": dict(values)}
                           for t, truncated, values in self.fixes],
@@ -207,12 +208,14 @@ class RolloutInProgress:
         taken = None
         for name in _FIELDS:
             for a in agent_ids:
-                array = np.asarray(state["buffers"][name][a])
+                saved = state["buffers"][name][a]
+                array = saved if isinstance(saved, dict | tuple) else np.asarray(saved)
+                steps = observations.rows(array)
                 if taken is None:
-                    taken = len(array)
-                if len(array) != taken:
-                    raise ValueError(f"the saved rollout's {name!r} has {len(array)} steps, not {taken}")
-                self.buffers[name][a] = list(array)
+                    taken = steps
+                if steps != taken:
+                    raise ValueError(f"the saved rollout's {name!r} has {steps} steps, not {taken}")
+                self.buffers[name][a] = observations.unstack(array)
         for a in agent_ids:
             self.extras[a] = {key: list(np.asarray(array)) for key, array in state["extras"][a].items()}
         self.fixes = [(int(fix["step"]), {a: np.asarray(v) for a, v in fix["truncated"].items()},

@@ -10,8 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from rlf import observations
 from rlf.envs.base import VectorEnv, describe_env
 from rlf.envs.collectors import SYNC, Collector
 from rlf.envs.state import StateUnavailable, restore_vector, vector_state
@@ -257,7 +256,7 @@ class BaseStrategy(TrainStrategy):
             envs = vector_state(self.envs)
         except StateUnavailable as exc:
             return {"unavailable": str(exc)}
-        return {"envs": envs, "obs": {a: np.array(array, copy=True) for a, array in self.obs.items()},
+        return {"envs": envs, "obs": {a: observations.copy(array) for a, array in self.obs.items()},
                 "episodes": self.tracker.inflight_state()}
 
     def _restore_inflight(self, inflight: StateTree | None) -> bool:
@@ -279,16 +278,13 @@ class BaseStrategy(TrainStrategy):
         self.start_fresh_episodes(reason)
         return False
 
-    def _fitting_obs(self, agent: str, saved: Any) -> np.ndarray:
+    def _fitting_obs(self, agent: str, saved: Any) -> Any:
         """The saved observations to act on, if they are what these envs would hand the agent."""
-        array = np.asarray(saved)
         space = self.envs.spec.observation_spaces[agent]
-        expected = (self.envs.num_envs, *(space.shape or ()))
-        if array.shape != expected or array.dtype.hasobject or (
-                space.dtype is not None and not np.can_cast(array.dtype, space.dtype, "same_kind")):
-            raise ValueError(f"the saved observations of {agent!r} are {array.shape} {array.dtype}, these envs give "
-                             f"{expected} {space.dtype}")
-        return array
+        problem = observations.fits(space, saved, self.envs.num_envs)
+        if problem is not None:
+            raise ValueError(f"the saved observations of {agent!r} are {problem}")
+        return observations.restore(space, saved)
 
     def start_fresh_episodes(self, reason: str) -> None:
         """A resume that cannot continue its episodes: say so once, and tell every plugin (``on_resume``)."""

@@ -9,8 +9,18 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rlf import Acting, Agent, AgentArrays, ConfigError, EnvSpec, EpsilonSchedule, PolicyExport, StateTree
-from rlf.nn import NumpyMLP, TorchThreads
+from rlf import (
+    Acting,
+    Agent,
+    AgentArrays,
+    ConfigError,
+    EnvSpec,
+    EpsilonSchedule,
+    PolicyExport,
+    StateTree,
+    observations,
+)
+from rlf.nn import MultiInputEncoder, NumpyMLP, TorchThreads, as_tensors
 from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import DQNConfig
@@ -35,6 +45,8 @@ def check_encoded(batch: np.ndarray, state_dim: int, agent: str, what: str) -> N
 def numpy_actable(net: QNetwork) -> bool:
     """A plain (not dueling) MLP Q-network over float vectors: what ``rlf.nn.NumpyMLP`` can act with."""
     torso, encoder = net.torso, net.torso.encoder
+    if isinstance(encoder, MultiInputEncoder):
+        return False
     plain = not encoder.one_hot and not encoder.image and not encoder.bounds and encoder.scale == 1.0
     return plain and net.value is None and NumpyMLP.supports([*torso.body, net.advantage])
 
@@ -58,7 +70,8 @@ class DQNAgent(Agent):
                     raise ConfigError(f"DQN needs discrete actions, agent {agent!r} has {action_space}; "
                                       "choose an env with discrete actions")
                 layout = observation_layout(obs_space, config.network, name=f"DQN's agent {agent!r}")
-                if state_dim is not None and (layout.image or int(np.prod(layout.shape)) != state_dim):
+                if state_dim is not None and (layout.image or layout.structured
+                                              or int(np.prod(layout.shape)) != state_dim):
                     raise ValueError(f"agent {agent!r} observes shape {layout.shape}, but the env's encoder "
                                      f"promises state_dim={state_dim}")
                 self.layouts[agent] = layout
@@ -81,11 +94,9 @@ class DQNAgent(Agent):
         return self.q_values(agent, obs).argmax(dim=1).cpu().numpy()
 
     @torch.no_grad()
-    def q_values(self, agent: str, obs: np.ndarray) -> torch.Tensor:
+    def q_values(self, agent: str, obs: Any) -> torch.Tensor:
         self.threads.for_acting()
-        if not obs.flags.writeable:  # torch will not wrap read-only memory
-            obs = obs.copy()
-        return self.networks[agent](torch.as_tensor(obs, device=self.device))
+        return self.networks[agent](as_tensors(obs, self.device))
 
     def act(self, obs: AgentArrays, *, explore: bool = True) -> Acting:
         actions: AgentArrays = {}
@@ -95,7 +106,7 @@ class DQNAgent(Agent):
                 continue
             # both draws happen every step so the stream, and with it a seeded run, does not depend
             # on how many envs happened to explore
-            n = len(batch)
+            n = observations.rows(batch)
             explore_mask = self.rng.random(n) < self.epsilon.value
             random_actions = self.rng.integers(0, self.n_actions[agent], size=n)
             if explore_mask.all():

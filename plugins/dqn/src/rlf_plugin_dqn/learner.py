@@ -8,13 +8,15 @@ so ``target_update_interval`` counts optimizer steps of all agents together.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlf import Learner, ReplayBuffer, StateTree, Transitions
+from rlf import Learner, ReplayBuffer, StateTree, Transitions, observations
 from rlf.nn import set_threads
 from rlf.nn.torch_utils import (
     load_optimizer_state,
@@ -33,6 +35,9 @@ from .replay import FrameReplay
 
 def make_replay(config: DQNConfig, agent: DQNAgent, agent_id: str) -> ReplayBuffer | FrameReplay:
     layout = agent.layouts[agent_id]
+    if layout.structured:
+        return ReplayBuffer(config.buffer_size, (), obs_space=layout.space,
+                            obs_dtypes=_part_dtype)
     frames = config.frame_replay == "on" or (config.frame_replay == "auto" and layout.pixels)
     if frames:
         if len(layout.shape) < 2:
@@ -40,6 +45,14 @@ def make_replay(config: DQNConfig, agent: DQNAgent, agent_id: str) -> ReplayBuff
                              f"observes shape {layout.shape}; use algo.frame_replay=auto")
         return FrameReplay(config.buffer_size, layout.shape, stack_axis=layout.stack_axis)
     return ReplayBuffer(config.buffer_size, layout.shape, obs_dtype=layout.dtype)
+
+
+def _part_dtype(part) -> np.dtype:
+    """How a Dict/Tuple part is stored: uint8 parts (images, small ones too) as uint8, a quarter of float32's
+    memory (the encoder scales them either way); Discrete ids as int64; other parts as float32."""
+    if isinstance(part, spaces.Discrete):
+        return np.dtype(np.int64)
+    return np.dtype(np.uint8) if part.dtype == np.uint8 else np.dtype(np.float32)
 
 
 class DQNLearner(Learner):
@@ -95,7 +108,8 @@ class DQNLearner(Learner):
             if len(rows) == 0:
                 continue
             select = slice(None) if len(rows) == len(alive) else rows  # a slice keeps views, no copies
-            obs, next_obs = experience.obs[agent_id][select], experience.next_obs[agent_id][select]
+            obs = observations.index(experience.obs[agent_id], select)
+            next_obs = observations.index(experience.next_obs[agent_id], select)
             if self.state_dim is not None:
                 check_encoded(obs.reshape(len(rows), -1), self.state_dim, agent_id, "observation")
                 check_encoded(next_obs.reshape(len(rows), -1), self.state_dim, agent_id, "next observation")
@@ -123,7 +137,9 @@ class DQNLearner(Learner):
         return self._metrics() if updated else {}
 
     # -- the update --------------------------------------------------------------------------------
-    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+    def _tensor(self, array: Any) -> Any:
+        if isinstance(array, dict | tuple):  # Dict/Tuple observations: a tensor per part
+            return observations.tree_map(self._tensor, array)
         tensor = torch.from_numpy(np.ascontiguousarray(array))
         return tensor if self._on_cpu else tensor.to(self.device, non_blocking=True)
 

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from torch import nn
 from torch.nn import functional
 
-from rlf.nn import ObservationEncoder, image_layout, mlp, nature_cnn
+from rlf.nn import MultiInputEncoder, ObservationEncoder, image_layout, mlp, nature_cnn
 
 from .config import DQNConfig
 
@@ -29,6 +29,14 @@ class ObservationLayout:
     """An image fed to the Nature CNN (``rlf.nn.image_layout``)."""
     channels_last: bool = False
     """(H, W, C) rather than (C, H, W); the stack axis is then the last one."""
+    space: spaces.Space | None = None
+    """The Dict or Tuple space, for structured observations (then ``parts`` lays out each part)."""
+    parts: dict | None = None
+    """Part key -> its own ``ObservationLayout``, for Dict and Tuple observations."""
+
+    @property
+    def structured(self) -> bool:
+        return self.parts is not None
 
     @property
     def stack_axis(self) -> int:
@@ -41,6 +49,12 @@ class ObservationLayout:
 
 
 def observation_layout(space: spaces.Space, network: str, name: str = "this agent") -> ObservationLayout:
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        MultiInputEncoder(space, network, name=name, cnn_features=1)  # raises the one-line errors
+        keys = list(space.spaces) if isinstance(space, spaces.Dict) else range(len(space.spaces))
+        parts = {key: observation_layout(space[key], "mlp" if network == "mlp" else "auto", f"{name} (part {key!r})")
+                 for key in keys}
+        return ObservationLayout((), np.dtype(np.float32), image=False, space=space, parts=parts)
     encoder = ObservationEncoder(space, network, name=name)  # raises the one-line errors
     shape = tuple(int(s) for s in space.shape or ())
     if isinstance(space, spaces.Discrete):
@@ -53,10 +67,10 @@ def observation_layout(space: spaces.Space, network: str, name: str = "this agen
 class Torso(nn.Module):
     """The shared encoder, then the Nature CNN (images) or an MLP; ``out_features`` wide."""
 
-    def __init__(self, encoder: ObservationEncoder, config: DQNConfig):
+    def __init__(self, encoder: ObservationEncoder | MultiInputEncoder, config: DQNConfig):
         super().__init__()
         self.encoder = encoder
-        if encoder.image:
+        if encoder.image:  # a MultiInputEncoder's CNNs are its own: its output is a flat vector
             self.body = nature_cnn(encoder.shape, config.cnn_hidden)
             self.out_features = config.cnn_hidden
         else:
@@ -85,7 +99,11 @@ class QNetwork(nn.Module):
 
 
 def build_q_network(space: spaces.Space, n_actions: int, config: DQNConfig, name: str = "this agent") -> QNetwork:
-    return QNetwork(Torso(ObservationEncoder(space, config.network, name=name), config), n_actions, config.dueling)
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        encoder = MultiInputEncoder(space, config.network, name=name, cnn_features=config.cnn_hidden)
+    else:
+        encoder = ObservationEncoder(space, config.network, name=name)
+    return QNetwork(Torso(encoder, config), n_actions, config.dueling)
 
 
 def direct_forward(net: QNetwork) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -100,6 +118,8 @@ def direct_forward(net: QNetwork) -> Callable[[torch.Tensor], torch.Tensor]:
     are ever registered on these networks.
     """
     encoder = net.torso.encoder
+    if isinstance(encoder, MultiInputEncoder):
+        return net
     layers = [*net.torso.body, net.advantage] if isinstance(net.torso.body, nn.Sequential) else []
     plain = (layers and net.value is None and not encoder.one_hot and not encoder.image and not encoder.bounds
              and encoder.scale == 1.0 and all(isinstance(layer, nn.Linear | nn.ReLU | nn.Tanh) for layer in layers)

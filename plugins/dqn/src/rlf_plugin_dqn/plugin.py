@@ -13,6 +13,6 @@ def rlf_register_algorithms(register):
     register("dqn", build_agent="rlf_plugin_dqn.factory:build_agent",
              build_learner="rlf_plugin_dqn.factory:build_learner", family=StrategyFamily.OFF_POLICY,
              config=DQNConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",), multi_agent=True,
-             observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
+             observation_spaces=("Box", "Discrete", "Dict", "Tuple"),  # what rlf.nn's encoders read
              presets={"gym:CartPole-v1": "rlf_plugin_dqn:presets/cartpole.toml",
                       "mario": "rlf_plugin_dqn:presets/mario.toml"})
