@@ -48,13 +48,13 @@ def fake_rollout(agent: PPOAgent, steps: int = 16, seed: int = 0, gamma: float =
     ids = spec.agent_ids
     obs = {a: sample_obs(spec.observation_spaces[a], (steps, n), rng) for a in ids}
     next_obs = {a: sample_obs(spec.observation_spaces[a], (steps, n), rng) for a in ids}
-    actions, extras = {a: [] for a in ids}, {a: {"log_prob": [], "value": []} for a in ids}
+    actions, extras = {a: [] for a in ids}, {a: {} for a in ids}
     for t in range(steps):
         acting = agent.act({a: obs[a][t] for a in ids})
         for a in ids:
             actions[a].append(acting.actions[a])
-            for key in ("log_prob", "value"):
-                extras[a][key].append(acting.extras[a][key])
+            for key, value in acting.extras[a].items():  # raw_action too, for Box actions
+                extras[a].setdefault(key, []).append(value)
     actions = {a: np.stack(v) for a, v in actions.items()}
     extras = {a: {k: np.stack(v) for k, v in e.items()} for a, e in extras.items()}
     rewards = {a: rng.normal(size=(steps, n)).astype(np.float32) for a in ids}

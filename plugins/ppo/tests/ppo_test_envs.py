@@ -100,6 +100,50 @@ class ImageEnv(gymnasium.Env):
         return self._observe(), reward, False, self.t >= self.config.episode_length, {}
 
 
+class TargetConfig(EnvConfig):
+    """A continuous contextual bandit: reach the point the observation shows."""
+
+    episode_length: int = Field(8, ge=1, le=1000, description="Steps until truncation.")
+    multi_discrete: bool = Field(False, description="MultiDiscrete actions instead (an action space PPO refuses).")
+
+
+class TargetEnv(gymnasium.Env):
+    """Observes a target in [-1, 1]^2 (a new one every step) and is paid -|action - target|^2 (0 at best;
+    about -2.7 for a unit-std Gaussian around 0). Actions are a Box in [-2, 2]^2."""
+
+    def __init__(self, config: TargetConfig, render_mode=None):
+        self.config = config
+        self.observation_space = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self.action_space = (spaces.MultiDiscrete([3, 3]) if config.multi_discrete
+                             else spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32))
+        self.rng = np.random.default_rng(0)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.t = 0
+        self.target = self.rng.uniform(-1, 1, size=2).astype(np.float32)
+        return self.target.copy(), {}
+
+    def step(self, action):
+        self.t += 1
+        reward = -float(np.sum((np.asarray(action, dtype=np.float64) - self.target) ** 2))
+        self.target = self.rng.uniform(-1, 1, size=2).astype(np.float32)
+        return self.target.copy(), reward, False, self.t >= self.config.episode_length, {}
+
+    def get_state(self):  # so a resumed run continues its episodes exactly
+        from rlf import generator_state
+
+        return {"rng": generator_state(self.rng), "t": self.t, "target": self.target.tolist()}
+
+    def set_state(self, state):
+        from rlf import generator_from_state
+
+        self.rng, self.t = generator_from_state(state["rng"]), int(state["t"])
+        self.target = np.asarray(state["target"], dtype=np.float32)
+
+
 class PPOTestEnvs:
     RLF_API_VERSION = 1
 
@@ -107,6 +151,7 @@ class PPOTestEnvs:
     def rlf_register_environments(self, register):
         register("cue", build_env=make_cue, config=CueConfig)
         register("image", build_env=make_image, config=ImageConfig)
+        register("target", build_env=TargetEnv, config=TargetConfig)
 
 
 def make_cue(config: CueConfig, render_mode=None) -> CueEnv:

@@ -28,21 +28,24 @@ UPDATE_FIELDS = {
     "max_grad_norm": 0.05,
     "normalize_advantages": False,
     "target_kl": 1e-4,
+    "normalize_reward": True,
 }
-REFUSED_BY_NUMPY = {"value_clip": 0.2}
+REFUSED_BY_NUMPY = {"value_clip": (0.2, "does not clip values: set algo.value_clip=0"),
+                    "normalize_obs": (True, "does not standardise observations: set algo.normalize_obs=false")}
 BASE = {"lr": 0.01}
 """Both sides of each comparison start from this: a step big enough that the policy ratio leaves the
 clip range, so the clip settings change the result."""
 # read before the update (the strategy's GAE and overlap, the network's shape, threads) or choosing the backend
+# (ortho_init and log_std_init: the initial weights; normalize_clip: read only where normalisation is on)
 NOT_THE_UPDATE = {"rollout_steps", "gamma", "gae_lambda", "network", "hidden_sizes", "activation", "cnn_features",
-                  "backend", "torch_threads", "overlap_update"}
+                  "backend", "torch_threads", "overlap_update", "ortho_init", "log_std_init", "normalize_clip"}
 
 
 def test_every_config_field_is_classified():
     classified = set(UPDATE_FIELDS) | set(REFUSED_BY_NUMPY) | NOT_THE_UPDATE
     assert set(PPOConfig.model_fields) == classified, (
         "classify the new PPOConfig field here: does the update read it (then both backends must honour it)?")
-    for name, value in {**UPDATE_FIELDS, **REFUSED_BY_NUMPY}.items():
+    for name, value in {**UPDATE_FIELDS, **{k: v for k, (v, _) in REFUSED_BY_NUMPY.items()}}.items():
         assert PPOConfig.model_fields[name].default != value, name
 
 
@@ -84,8 +87,9 @@ def test_both_backends_honour_the_field(field):
 
 @pytest.mark.parametrize("field", sorted(REFUSED_BY_NUMPY))
 def test_the_numpy_backend_refuses_what_it_does_not_compute(field):
-    with pytest.raises(ConfigError, match=f"algo.backend='numpy' does not clip values: set algo.{field}=0"):
-        rlf.make("ppo", "gym:CartPole-v1", overrides=["algo.backend='numpy'", f"algo.{field}={REFUSED_BY_NUMPY[field]}"])
+    value, phrase = REFUSED_BY_NUMPY[field]
+    with pytest.raises(ConfigError, match=f"algo.backend='numpy' {phrase}"):
+        rlf.make("ppo", "gym:CartPole-v1", overrides=["algo.backend='numpy'", f"algo.{field}={str(value).lower()}"])
 
 
 def test_the_numpy_backend_refuses_a_cnn_with_one_line():

@@ -11,7 +11,7 @@ from rlf_plugin_ppo import PPOAgent, PPOConfig
 from rlf_plugin_ppo.model import CNNActorCritic
 
 import rlf
-from rlf import SINGLE_AGENT, IncompatibleError, StrategyFamily
+from rlf import SINGLE_AGENT, ConfigError, StrategyFamily
 from rlf.storage import checkpoint as ckpt
 from rlf.testing import restore_only
 
@@ -26,7 +26,7 @@ def make(registry, tmp_path, env="gym:CartPole-v1", steps=1024, extra=()):
 def test_registered_as_an_on_policy_algorithm_without_importing_torch(ppo_registry):
     spec = ppo_registry.algorithms["ppo"]
     assert spec.family == StrategyFamily.ON_POLICY and spec.default_env == "gym:CartPole-v1"
-    assert spec.action_spaces == ("discrete",) and spec.run_defaults == {"num_envs": 8}
+    assert spec.action_spaces == ("discrete", "continuous") and spec.run_defaults == {"num_envs": 8}
     assert spec.config is PPOConfig
     code = ("import sys; from rlf.plugins.loading import load_registry; r = load_registry(strict=True); "
             "assert 'ppo' in r.algorithms; print('torch' in sys.modules)")
@@ -83,9 +83,9 @@ def test_async_vector_envs(ppo_registry, tmp_path):
     assert algo.counters["env_steps"] == 256 and np.isfinite(summary["policy_loss"])
 
 
-def test_continuous_actions_are_rejected_in_one_line(ppo_registry, tmp_path):
-    algo = make(ppo_registry, tmp_path, env="gym:Pendulum-v1", steps=64)
-    with pytest.raises(IncompatibleError, match="discrete") as error:
+def test_multi_discrete_actions_are_rejected_in_one_line(ppo_registry, tmp_path):
+    algo = make(ppo_registry, tmp_path, env="target", steps=64, extra=["env.multi_discrete=true"])
+    with pytest.raises(ConfigError, match=r"PPO needs Discrete or Box actions.*MultiDiscrete") as error:
         algo.train()
     assert "\n" not in str(error.value)
 

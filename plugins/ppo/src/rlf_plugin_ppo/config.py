@@ -45,6 +45,21 @@ class PPOConfig(OnPolicyConfig):
         [64, 64], min_length=1, max_length=8,
         description="MLP: hidden layer widths (separate actor and critic networks of this shape).")
     activation: Literal["tanh", "relu"] = Field("tanh", description="MLP hidden activation.")
+    ortho_init: bool = Field(
+        True, description="Orthogonal initialisation of the MLPs (gain sqrt(2), 0.01 on the policy output, 1 on "
+                          "the value output); false: torch's default init (rl-baselines3-zoo's MuJoCo settings).")
+    log_std_init: float = Field(
+        0.0, ge=-20.0, le=2.0,
+        description="Box actions: the Gaussian policy's initial log standard deviation (one learned value per "
+                    "action dimension, the same in every state).")
+    normalize_obs: bool = Field(
+        False, description="Standardise vector observations with running statistics (updated after each update, "
+                           "kept in the network: checkpoints and exported agents carry them).")
+    normalize_reward: bool = Field(
+        False, description="Divide rewards by the running standard deviation of the discounted return before "
+                           "GAE (the value function then learns the scaled returns); statistics in the checkpoint.")
+    normalize_clip: float = Field(
+        10.0, gt=0.0, le=1e6, description="Bound of normalised observations and rewards (+-).")
     cnn_features: int = Field(512, ge=16, le=4096, description="CNN: width of the dense layer after the convolutions.")
     backend: Literal["torch", "numpy"] = Field(
         "torch", description="How the update is computed: torch (autograd, loss.py: the definition) or numpy "
@@ -66,4 +81,7 @@ class PPOConfig(OnPolicyConfig):
     def _numpy_backend(self):
         if self.backend == "numpy" and self.value_clip > 0:
             raise ValueError("algo.backend='numpy' does not clip values: set algo.value_clip=0 or algo.backend='torch'")
+        if self.backend == "numpy" and self.normalize_obs:
+            raise ValueError("algo.backend='numpy' does not standardise observations: set algo.normalize_obs=false "
+                             "or algo.backend='torch'")
         return self

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlf import BuildContext, Learner, Rollout, StateTree, compute_gae
+from rlf import BuildContext, CheckpointError, Learner, Rollout, StateTree, compute_gae
+from rlf.nn.normalize import RunningNormalizer
 from rlf.nn.torch_utils import (
     load_optimizer_state,
     set_torch_rng_state,
@@ -19,8 +20,8 @@ from rlf.nn.torch_utils import (
 
 from .config import PPOConfig
 from .extension import Minibatch, PPOExtension
-from .loss import STAT_NAMES, ppo_loss
-from .model import PPOAgent, snapshot
+from .loss import STAT_NAMES, policy_loss, ppo_loss
+from .model import GaussianActorCritic, PPOAgent, gaussian_entropy, gaussian_log_prob, snapshot
 from .numpy_update import NumpyUpdate, check_numpy_backend
 
 
@@ -92,6 +93,17 @@ class PPOLearner(Learner):
         for agent_id in self.numpy_updates:
             if agent_id in agent.numpy_acting:
                 agent.numpy_acting[agent_id].refresh()
+        # algo.normalize_obs: the statistics of every observation seen so far (float64, exact over long
+        # runs); the network's buffers hold the float32 copy acting and exports use.
+        self.obs_statistics = {agent_id: RunningNormalizer((network.encoder.features,), clip=None, min_std=1e-4)
+                               for agent_id, network in agent.networks.items()
+                               if hasattr(network, "obs_statistics")}
+        # algo.normalize_reward: per env, the discounted return so far, and the statistics of those returns
+        self.return_statistics: dict[str, RunningNormalizer] = {}
+        self.running_returns: dict[str, np.ndarray] = {}
+        if config.normalize_reward:
+            self.return_statistics = {agent_id: RunningNormalizer((), clip=None, min_std=1e-4)
+                                      for agent_id in agent.networks}
 
     def weights(self) -> StateTree:
         """The networks without the sampling generator: what an acting copy loads after an update
@@ -124,6 +136,10 @@ class PPOLearner(Learner):
         metrics = {name: float(np.mean(values)) for name, values in per_agent.items()}
         metrics["learning_rate"] = learning_rate
         metrics["clip_coef"] = clip
+        self._update_obs_statistics(rollout)
+        for network in self.agent.networks.values():
+            if isinstance(network, GaussianActorCritic):
+                metrics.setdefault("action_std", float(network.log_std.detach().exp().mean()))
         metrics.update({name: float(np.mean(values)) for name, values in extension_stats.items()})
         if self.extension is not None:
             metrics.update(self.extension.metrics())
@@ -144,18 +160,54 @@ class PPOLearner(Learner):
             group["lr"] = learning_rate
         return learning_rate
 
+    def _update_obs_statistics(self, rollout: Rollout) -> None:
+        """After the update: this rollout's observations join the statistics, which the next rollout acts
+        with (changing them before the update would score the rollout's actions on other inputs)."""
+        for agent_id, statistics in self.obs_statistics.items():
+            if agent_id not in rollout.obs:
+                continue
+            network = self.agent.networks[agent_id]
+            alive = rollout.alive[agent_id].reshape(-1).astype(bool)
+            with torch.no_grad():
+                obs = torch.as_tensor(np.ascontiguousarray(rollout.obs[agent_id].reshape(
+                    -1, *rollout.obs[agent_id].shape[2:])[alive]), device=self.device)
+                statistics.update(network.encoder(obs).cpu().numpy().astype(np.float64))
+            network.obs_statistics.set(statistics.mean, statistics.std)
+
+    def _scaled_rewards(self, agent_id: str, rollout: Rollout) -> np.ndarray:
+        """Rewards divided by the running std of the discounted return (rl-baselines3-zoo's VecNormalize
+        reward scaling, with this run's gamma), clipped to +-normalize_clip; the statistics take each
+        step's running return in turn, and a finished episode's return starts again from 0."""
+        rewards, dones, alive = rollout.rewards[agent_id], rollout.dones[agent_id], rollout.alive[agent_id]
+        statistics = self.return_statistics[agent_id]
+        running = self.running_returns.get(agent_id)
+        if running is None or running.shape != rewards.shape[1:]:
+            running = np.zeros(rewards.shape[1:], dtype=np.float64)
+        for t in range(len(rewards)):
+            running = running * self.config.gamma + rewards[t]
+            statistics.update(running[alive[t].astype(bool)])
+            running = np.where(dones[t].astype(bool), 0.0, running)
+        self.running_returns[agent_id] = running
+        limit = self.config.normalize_clip
+        return np.clip(rewards / statistics.std, -limit, limit).astype(np.float32)
+
     def _targets(self, rollout: Rollout) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Hooks 1 and 2: intrinsic rewards re-run GAE; extra advantages are added on top."""
+        """Hooks 1 and 2: intrinsic rewards re-run GAE; extra advantages are added on top. Scaled rewards
+        (``algo.normalize_reward``) re-run GAE too, the extension's bonus added to them."""
         advantages, returns = dict(rollout.advantages), dict(rollout.returns)
+        config = self.config
+        rewards = {agent_id: self._scaled_rewards(agent_id, rollout) for agent_id in self.return_statistics
+                   if agent_id in rollout.rewards}
+        bonuses = (self.extension.intrinsic_rewards(rollout) or {}) if self.extension is not None else {}
+        for agent_id in {*rewards, *bonuses}:
+            reward = rewards.get(agent_id, rollout.rewards[agent_id])
+            if agent_id in bonuses:
+                reward = reward + self._check_shape("intrinsic_rewards", agent_id, bonuses[agent_id], reward.shape)
+            advantages[agent_id], returns[agent_id] = compute_gae(
+                reward, rollout.values[agent_id], rollout.next_values[agent_id],
+                rollout.terminated[agent_id], rollout.dones[agent_id], config.gamma, config.gae_lambda)
         if self.extension is None:
             return advantages, returns
-        config = self.config
-        for agent_id, bonus in (self.extension.intrinsic_rewards(rollout) or {}).items():
-            rewards = rollout.rewards[agent_id]
-            bonus = self._check_shape("intrinsic_rewards", agent_id, bonus, rewards.shape)
-            advantages[agent_id], returns[agent_id] = compute_gae(
-                rewards + bonus, rollout.values[agent_id], rollout.next_values[agent_id],
-                rollout.terminated[agent_id], rollout.dones[agent_id], config.gamma, config.gae_lambda)
         for agent_id, extra in (self.extension.extra_advantages(rollout) or {}).items():
             extra = self._check_shape("extra_advantages", agent_id, extra, advantages[agent_id].shape)
             advantages[agent_id] = advantages[agent_id] + extra
@@ -187,7 +239,10 @@ class PPOLearner(Learner):
         explained = 1.0 - float(np.var(target - old_values)) / variance if variance > 0 else None
         if self.config.normalize_advantages:
             advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        actions = take(rollout.actions[agent_id]).astype(np.int64) - self.agent.action_offsets[agent_id]
+        if agent_id in self.agent.bounds:  # the unclipped sample the log-probability belongs to
+            actions = take(rollout.extras[agent_id]["raw_action"]).astype(np.float32)
+        else:
+            actions = take(rollout.actions[agent_id]).astype(np.int64) - self.agent.action_offsets[agent_id]
         with_extension = self.extension is not None
         return AgentSamples(
             indices=indices,
@@ -219,11 +274,18 @@ class PPOLearner(Learner):
             order_rows = torch.from_numpy(order).to(self.device)
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
                 chunk, rows = order[start:stop], order_rows[start:stop]
-                logits, values = network(batch.obs[rows])
-                loss, step_stats = ppo_loss(
-                    logits, values, batch.actions[rows], batch.old_log_probs[rows], batch.old_values[rows],
-                    batch.advantages[rows], batch.returns[rows], clip=clip, value_coef=config.value_coef,
-                    entropy_coef=config.entropy_coef, value_clip=config.value_clip)
+                outputs, values = network(batch.obs[rows])
+                if isinstance(network, GaussianActorCritic):
+                    loss, step_stats = policy_loss(
+                        gaussian_log_prob(outputs, network.log_std, batch.actions[rows]),
+                        gaussian_entropy(network.log_std), values, batch.old_log_probs[rows],
+                        batch.old_values[rows], batch.advantages[rows], batch.returns[rows], clip=clip,
+                        value_coef=config.value_coef, entropy_coef=config.entropy_coef, value_clip=config.value_clip)
+                else:
+                    loss, step_stats = ppo_loss(
+                        outputs, values, batch.actions[rows], batch.old_log_probs[rows], batch.old_values[rows],
+                        batch.advantages[rows], batch.returns[rows], clip=clip, value_coef=config.value_coef,
+                        entropy_coef=config.entropy_coef, value_clip=config.value_clip)
                 stats.append(step_stats)
                 approx_kl = step_stats[3]
                 # Checked before stepping: the policy already moved this far from the one that acted.
@@ -282,9 +344,16 @@ class PPOLearner(Learner):
 
     # -- checkpoints ----------------------------------------------------------------------------
     def state_dict(self, include_replay: bool = True) -> StateTree:
-        return {"optimizer": snapshot(self.optimizer.state_dict()), "env_steps": self.env_steps,
-                "updates": self.updates, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
-                "extension": self.extension.state_dict() if self.extension is not None else {}}
+        state = {"optimizer": snapshot(self.optimizer.state_dict()), "env_steps": self.env_steps,
+                 "updates": self.updates, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
+                 "extension": self.extension.state_dict() if self.extension is not None else {}}
+        # only when normalising: checkpoints of runs without it keep their layout
+        if self.obs_statistics:
+            state["obs_statistics"] = {a: s.state_dict() for a, s in self.obs_statistics.items()}
+        if self.return_statistics:
+            state["return_statistics"] = {a: {**s.state_dict(), "running": self.running_returns.get(a)}
+                                          for a, s in self.return_statistics.items()}
+        return state
 
     def load_state_dict(self, state: StateTree) -> None:
         load_optimizer_state(self.optimizer, state["optimizer"], {"fused": self._fast_kernels or None})
@@ -296,3 +365,18 @@ class PPOLearner(Learner):
         set_torch_rng_state(state["torch_rng"])
         if self.extension is not None:
             self.extension.load_state_dict(state["extension"])
+        for key, wanted in (("obs_statistics", self.obs_statistics), ("return_statistics", self.return_statistics)):
+            if wanted and key not in state:
+                raise CheckpointError(f"checkpoint holds no PPO {key.replace('_', ' ')}: it was trained without "
+                                      f"algo.normalize_{'obs' if key == 'obs_statistics' else 'reward'}; "
+                                      "resume it with the setting it was trained with")
+        for agent_id, statistics in self.obs_statistics.items():
+            statistics.load_state_dict(state["obs_statistics"][agent_id])
+        for agent_id, statistics in self.return_statistics.items():
+            saved = state["return_statistics"][agent_id]
+            statistics.load_state_dict(saved)
+            running = saved.get("running")
+            if running is None:
+                self.running_returns.pop(agent_id, None)
+            else:
+                self.running_returns[agent_id] = np.asarray(running, dtype=np.float64).copy()

@@ -48,6 +48,16 @@ def ppo_loss(logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, 
     log_probs = torch.log_softmax(logits, dim=-1)
     new_log_prob = log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)
     entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()
+    return policy_loss(new_log_prob, entropy, values, old_log_probs, old_values, advantages, returns, clip=clip,
+                       value_coef=value_coef, entropy_coef=entropy_coef, value_clip=value_clip)
+
+
+def policy_loss(new_log_prob: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor,
+                old_log_probs: torch.Tensor, old_values: torch.Tensor, advantages: torch.Tensor,
+                returns: torch.Tensor, *, clip: float, value_coef: float, entropy_coef: float,
+                value_clip: float = 0.0) -> PPOLoss:
+    """PPO's loss for any policy, from the log-probabilities (B,) of the rollout's actions under the
+    current policy and its mean entropy: what a categorical and a Gaussian policy share."""
     log_ratio = new_log_prob - old_log_probs
     policy = clipped_surrogate_loss(log_ratio, advantages, clip)
     value = value_loss(values, old_values, returns, value_clip)

@@ -28,24 +28,76 @@ ObsInput = ObservationEncoder
 """PPO's former name for ``rlf.nn.ObservationEncoder``, kept for extensions that import it from here."""
 
 
+class ObservationStatistics(nn.Module):
+    """Standardises observations with running statistics the learner updates between rollouts
+    (``algo.normalize_obs``), clipped to +-``clip``: buffers of the network, so a checkpoint, an acting
+    copy and an exported policy all carry the statistics the policy was trained with."""
+
+    def __init__(self, features: int, clip: float):
+        super().__init__()
+        self.clip = clip
+        self.register_buffer("mean", torch.zeros(features))
+        self.register_buffer("inv_std", torch.ones(features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x - self.mean) * self.inv_std).clamp(-self.clip, self.clip)
+
+    def set(self, mean: np.ndarray, std: np.ndarray) -> None:
+        with torch.no_grad():
+            self.mean.copy_(torch.as_tensor(mean.reshape(-1), dtype=torch.float32))
+            self.inv_std.copy_(torch.as_tensor(1.0 / std.reshape(-1), dtype=torch.float32))
+
+
 class MLPActorCritic(nn.Module):
     """Separate actor and critic MLPs: on small control tasks sharing a torso lets the value loss
     disturb the policy features."""
 
-    def __init__(self, encoder: ObservationEncoder, n_actions: int, hidden: list[int], activation: str):
+    def __init__(self, encoder: ObservationEncoder, n_actions: int, hidden: list[int], activation: str,
+                 ortho_init: bool = True, obs_statistics: ObservationStatistics | None = None):
         super().__init__()
         self.encoder = encoder
         act = nn.Tanh if activation == "tanh" else nn.ReLU
         # small policy-head gain: the initial policy is close to uniform; unit value gain: returns of order one
-        self.actor = mlp(encoder.features, hidden, n_actions, activation=act, gain=math.sqrt(2), out_gain=0.01)
-        self.critic = mlp(encoder.features, hidden, 1, activation=act, gain=math.sqrt(2), out_gain=1.0)
+        gain, policy_gain, value_gain = (math.sqrt(2), 0.01, 1.0) if ortho_init else (None, None, None)
+        self.actor = mlp(encoder.features, hidden, n_actions, activation=act, gain=gain, out_gain=policy_gain)
+        self.critic = mlp(encoder.features, hidden, 1, activation=act, gain=gain, out_gain=value_gain)
+        if obs_statistics is not None:  # only then: a network without it keeps the state dict it always had
+            self.obs_statistics = obs_statistics
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.encoder(obs)
+        statistics = getattr(self, "obs_statistics", None)
+        return x if statistics is None else statistics(x)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self.encoder(obs)
+        x = self.features(obs)
         return self.actor(x), self.critic(x).squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.encoder(obs)).squeeze(-1)
+        return self.critic(self.features(obs)).squeeze(-1)
+
+
+class GaussianActorCritic(MLPActorCritic):
+    """A diagonal Gaussian policy for Box actions: the actor MLP gives the mean, one learned log standard
+    deviation per action dimension is shared by every state (as in the PPO paper's MuJoCo runs and
+    Stable-Baselines3's default), the critic is a separate MLP. ``forward`` gives (mean, value);
+    ``log_std`` is the parameter."""
+
+    def __init__(self, encoder: ObservationEncoder, action_dim: int, hidden: list[int], activation: str,
+                 log_std_init: float, ortho_init: bool = True, obs_statistics: ObservationStatistics | None = None):
+        super().__init__(encoder, action_dim, hidden, activation, ortho_init, obs_statistics)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+
+def gaussian_log_prob(mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Log density of ``actions`` (B, D) under the diagonal Gaussian, summed over the D dimensions."""
+    z = (actions - mean) * torch.exp(-log_std)
+    return (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
+
+
+def gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
+    """Entropy of the diagonal Gaussian (the same for every state: the std does not depend on it)."""
+    return (log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(dim=-1)
 
 
 class NumpyActing:
@@ -61,6 +113,8 @@ class NumpyActing:
         if device.type != "cpu" or not isinstance(network, MLPActorCritic):
             return False
         encoder = network.encoder
+        if isinstance(network, GaussianActorCritic) or hasattr(network, "obs_statistics"):
+            return False
         plain = not encoder.one_hot and not encoder.image and not encoder.bounds and encoder.scale == 1.0
         return plain and NumpyMLP.supports(network.actor) and NumpyMLP.supports(network.critic)
 
@@ -114,19 +168,52 @@ class PolicyLogits(nn.Module):
         return self.network(obs)[0]
 
 
+class PolicyGaussian(nn.Module):
+    """A Gaussian actor-critic's (mean, log_std), each (N, D): what ``rlf export --format onnx`` traces."""
+
+    def __init__(self, network: GaussianActorCritic):
+        super().__init__()
+        self.network = network
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = self.network(obs)[0]
+        return mean, self.network.log_std.expand_as(mean)
+
+
 def build_network(agent_id: str, obs_space: spaces.Space, action_space: spaces.Space,
                   config: PPOConfig) -> nn.Module:
-    if not isinstance(action_space, spaces.Discrete):
-        raise ConfigError(f"PPO needs Discrete actions, but agent {agent_id!r} has {action_space}; "
-                          "choose an environment with discrete actions")
-    encoder = ObservationEncoder(obs_space, config.network, name=f"PPO's agent {agent_id!r}")
+    name = f"PPO's agent {agent_id!r}"
+    continuous = isinstance(action_space, spaces.Box)
+    if not (continuous or isinstance(action_space, spaces.Discrete)):
+        raise ConfigError(f"PPO needs Discrete or Box actions, but agent {agent_id!r} has {action_space}; "
+                          "choose an environment with such actions")
+    if continuous and len(action_space.shape) != 1:
+        raise ConfigError(f"PPO's Gaussian policy needs a flat Box action space (shape (D,)), but agent "
+                          f"{agent_id!r} has {action_space}; flatten the actions in the environment")
+    encoder = ObservationEncoder(obs_space, config.network, name=name)
+    statistics = None
+    if config.normalize_obs:
+        if encoder.image or encoder.one_hot:
+            raise ConfigError(f"algo.normalize_obs standardises vector observations, but {name} observes "
+                              f"{obs_space}; set algo.normalize_obs=false")
+        statistics = ObservationStatistics(encoder.features, config.normalize_clip)
     if encoder.image:
+        if continuous:
+            raise ConfigError(f"PPO's Gaussian policy is an MLP, but {name} observes images ({obs_space}); "
+                              "set algo.network='mlp' or choose an environment with vector observations")
         return CNNActorCritic(encoder, int(action_space.n), config.cnn_features)
-    return MLPActorCritic(encoder, int(action_space.n), config.hidden_sizes, config.activation)
+    if continuous:
+        return GaussianActorCritic(encoder, int(action_space.shape[0]), config.hidden_sizes, config.activation,
+                                   config.log_std_init, config.ortho_init, statistics)
+    return MLPActorCritic(encoder, int(action_space.n), config.hidden_sizes, config.activation,
+                          config.ortho_init, statistics)
 
 
 class PPOAgent(Agent):
-    """Samples from a categorical policy (``explore=True``) or takes its argmax (``explore=False``).
+    """Samples from a categorical policy (``explore=True``) or takes its argmax (``explore=False``); for
+    Box actions, samples from a diagonal Gaussian or takes its mean, clipped to the action space's
+    bounds for the env. The unclipped sample goes to the rollout as ``extras["raw_action"]``: the
+    log-probability belongs to it, and the update must score the action that was drawn.
 
     Every agent id gets its own network, built from the spaces of that id; nothing is shared, so a
     multi-agent env is independent learning. All envs of the vector go through one forward pass.
@@ -150,7 +237,11 @@ class PPOAgent(Agent):
             network.to(self.device)
         self.threads = self._plan_threads()
         self.threads.for_acting()
-        self.action_offsets = {agent_id: int(spec.action_spaces[agent_id].start) for agent_id in spec.agent_ids}
+        self.bounds = {agent_id: (np.asarray(space.low, dtype=np.float32), np.asarray(space.high, dtype=np.float32),
+                                  space.dtype)
+                       for agent_id, space in spec.action_spaces.items() if isinstance(space, spaces.Box)}
+        self.action_offsets = {agent_id: 0 if agent_id in self.bounds else int(spec.action_spaces[agent_id].start)
+                               for agent_id in spec.agent_ids}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         # algo.backend="numpy" acts through numpy views of the same weights (numpy_update.py says why)
@@ -175,7 +266,10 @@ class PPOAgent(Agent):
         return self._act_torch(obs, explore)
 
     def export_policy(self, agent_id: str) -> PolicyExport:
-        return PolicyExport(PolicyLogits(copy.deepcopy(self.networks[agent_id])).cpu(), "categorical")
+        network = copy.deepcopy(self.networks[agent_id]).cpu()
+        if isinstance(network, GaussianActorCritic):
+            return PolicyExport(PolicyGaussian(network), "gaussian")
+        return PolicyExport(PolicyLogits(network), "categorical")
 
     def _act_numpy(self, obs: AgentArrays, explore: bool) -> Acting:
         """Categorical sampling by inverse CDF on one uniform per row from the agent's torch generator:
@@ -206,7 +300,11 @@ class PPOAgent(Agent):
         actions: AgentArrays = {}
         extras: dict[str, dict[str, np.ndarray]] = {}
         for agent_id, batch in obs.items():
-            logits, value = self.networks[agent_id](self.tensor(batch))
+            network = self.networks[agent_id]
+            if isinstance(network, GaussianActorCritic):
+                actions[agent_id], extras[agent_id] = self._act_gaussian(agent_id, network, batch, explore)
+                continue
+            logits, value = network(self.tensor(batch))
             log_probs = torch.log_softmax(logits, dim=-1)
             if explore:
                 chosen = torch.multinomial(log_probs.exp(), 1, generator=self.generator).squeeze(1)
@@ -216,6 +314,17 @@ class PPOAgent(Agent):
             actions[agent_id] = chosen.cpu().numpy() + self.action_offsets[agent_id]
             extras[agent_id] = {"log_prob": log_prob.cpu().numpy(), "value": value.cpu().numpy()}
         return Acting(actions, extras)
+
+    def _act_gaussian(self, agent_id: str, network: GaussianActorCritic, batch: np.ndarray,
+                      explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        mean, value = network(self.tensor(batch))
+        raw = mean + torch.exp(network.log_std) * torch.randn(mean.shape, generator=self.generator,
+                                                              device=self.device) if explore else mean
+        log_prob = gaussian_log_prob(mean, network.log_std, raw)
+        raw_np = raw.cpu().numpy()
+        low, high, dtype = self.bounds[agent_id]
+        return np.clip(raw_np, low, high).astype(dtype, copy=False), {
+            "log_prob": log_prob.cpu().numpy(), "value": value.cpu().numpy(), "raw_action": raw_np}
 
     def value(self, obs: AgentArrays) -> AgentArrays:
         if all(agent_id in self.numpy_acting for agent_id in obs):

@@ -11,7 +11,7 @@ def rlf_register_algorithms(register):
     from .factory import build_agent, build_learner
 
     register("ppo", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
-             config=PPOConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",),
+             config=PPOConfig, default_env="gym:CartPole-v1", action_spaces=("discrete", "continuous"),
              observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
              run_defaults={"num_envs": 8},
              presets={"gym:CartPole-v1": "rlf_plugin_ppo:presets/cartpole.toml",
