@@ -180,3 +180,19 @@ def test_an_exported_gaussian_policy_carries_the_observation_statistics(ppo_regi
     np.testing.assert_allclose(np.clip(mean.detach().numpy(), -2, 2), greedy, rtol=1e-6)
     assert torch.all(algo.strategy.agent.networks[A].obs_statistics.inv_std != 1)  # statistics were applied
     torch.testing.assert_close(log_std, algo.strategy.agent.networks[A].log_std.expand(6, 2))
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ("gym:Pendulum-v1", {"gamma": 0.9, "lr": 1e-3, "minibatches": 64, "normalize_obs": False}),
+    ("gym:HalfCheetah-v5", {"gamma": 0.98, "lr": 2.0633e-05, "epochs": 20, "value_coef": 1.16192, "log_std_init": -2.0,
+                            "ortho_init": False, "hidden_sizes": [256, 256], "normalize_reward": True}),
+    ("gym:Hopper-v5", {"gamma": 0.999, "minibatches": 16, "gae_lambda": 0.99, "activation": "relu"}),
+    ("gym:Walker2d-v5", {"gamma": 0.99, "clip_coef": 0.1, "ortho_init": True, "log_std_init": 0.0,
+                         "normalize_obs": True}),
+])
+def test_the_continuous_presets_resolve_to_rl_zoos_settings(ppo_registry, env, expected):
+    # resolved only: building a MuJoCo env needs gymnasium[mujoco] (rlf's `mujoco` extra)
+    algo = rlf.make("ppo", env, registry=ppo_registry, preset=True)
+    config = algo.resolved.algo
+    assert {key: getattr(config, key) for key in expected} == expected
+    assert algo.resolved.preset.endswith(f"{env.split(':')[1].split('-')[0].lower()}.toml")

@@ -15,4 +15,8 @@ def rlf_register_algorithms(register):
              observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
              run_defaults={"num_envs": 8},
              presets={"gym:CartPole-v1": "rlf_plugin_ppo:presets/cartpole.toml",
+                      "gym:Pendulum-v1": "rlf_plugin_ppo:presets/pendulum.toml",
+                      "gym:HalfCheetah-v5": "rlf_plugin_ppo:presets/halfcheetah.toml",
+                      "gym:Hopper-v5": "rlf_plugin_ppo:presets/hopper.toml",
+                      "gym:Walker2d-v5": "rlf_plugin_ppo:presets/walker2d.toml",
                       "mario": "rlf_plugin_ppo:presets/mario.toml"})
