@@ -8,6 +8,8 @@ checkpoint, run.json, the CSV logs and rlf's ownership files (no TensorBoard eve
 checkpoints: a 42-px PPO run is ~1.5 MB). The checkpoint's members are deflated in the copy: rlf writes
 them stored (fast to save every few minutes), and a DQN replay of 50k Mario frames is 105 MB stored but
 about 13 MB deflated, which is what a repository can carry (rlf loads both forms).
+A finished run (its experiment.json records ``finished_at``) keeps its logs in the snapshot but not its
+checkpoint, which no resume needs: the snapshot's copy is removed, so the repository stops carrying it.
 A run whose files the snapshot already holds is left alone, so a commit of the snapshot changes
 only the runs that moved on. restore copies them back into a runs directory that does not hold those
 runs yet; `rlf experiment FILE` then resumes each from its checkpoint. A run already
@@ -17,6 +19,7 @@ present in --runs is never overwritten (its own checkpoint may be newer).
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import zipfile
@@ -64,13 +67,22 @@ def same_file(source: Path, target: Path) -> bool:
     return source.stat().st_size == target.stat().st_size and source.read_bytes() == target.read_bytes()
 
 
+def finished(run: Path) -> bool:
+    """Whether ``rlf experiment`` recorded the run as finished (its budget or its stopping rule reached)."""
+    try:
+        return "finished_at" in json.loads((run / "experiment.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
 def copy_run(source: Path, target: Path, deflate: bool) -> tuple[int, int]:
     """Copy what a resume and the results page need; a file the target already holds is left as it is
     (so a repository's snapshot commit changes only the runs that moved on). (bytes written, files)"""
     target.mkdir(parents=True, exist_ok=True)
     size = files = 0
+    done = deflate and finished(source)  # saving a finished run: its logs only
     for name in KEEP:
-        if not (source / name).is_file():
+        if not (source / name).is_file() or (done and name == "checkpoint.rlf"):
             (target / name).unlink(missing_ok=True)  # the snapshot's copy of a file the run no longer has
             continue
         if same_file(source / name, target / name):
@@ -97,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for run in runs:
         relative = run.relative_to(source)
-        if not (run / "checkpoint.rlf").is_file():
+        if not (run / "checkpoint.rlf").is_file() and not finished(run):
             print(f"{relative}: no checkpoint yet, skipped")
             continue
         destination = target / relative

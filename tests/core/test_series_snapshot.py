@@ -97,3 +97,20 @@ def test_a_second_save_rewrites_only_the_runs_that_moved_on(tmp_path, capsys):
     assert "game/dqn-seed0: unchanged" in out and "game/dqn-seed1: 1 file(s)" in out
     assert kept.stat().st_mtime_ns == before
     assert ckpt.load(snap / "game" / "dqn-seed1" / "checkpoint.rlf")["counters"]["env_steps"] == 81920
+
+
+def test_a_finished_run_keeps_its_logs_and_its_checkpoint_leaves_the_snapshot(tmp_path, capsys):
+    runs, snap = tmp_path / "runs", tmp_path / "snap"
+    make_run(runs / "game" / "dqn-seed0")
+    make_run(runs / "game" / "dqn-seed1")
+    series_snapshot.main(["save", "--runs", str(runs), "--to", str(snap)])
+    assert (snap / "game" / "dqn-seed1" / "checkpoint.rlf").is_file()
+    (runs / "game" / "dqn-seed1" / "experiment.json").write_text(json.dumps({"env_steps": 1, "finished_at": 2.0}))
+    assert series_snapshot.main(["save", "--runs", str(runs), "--to", str(snap)]) == 0
+    assert sorted(p.name for p in (snap / "game" / "dqn-seed1").iterdir()) == [
+        "episodes.csv", "experiment.json", "run.json"]
+    assert (snap / "game" / "dqn-seed0" / "checkpoint.rlf").is_file()  # still under way: a resume needs it
+    fresh = tmp_path / "fresh"
+    assert series_snapshot.main(["restore", "--runs", str(fresh), "--to", str(snap)]) == 0
+    assert (fresh / "game" / "dqn-seed1" / "episodes.csv").read_text() == "env_step,x_pos_max\n100,300\n"
+    assert not (fresh / "game" / "dqn-seed1" / "checkpoint.rlf").exists()

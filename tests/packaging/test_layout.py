@@ -99,3 +99,21 @@ def test_no_run_artefacts_are_tracked_outside_the_published_results():
     stray = [path for path in tracked.decode().split("\0")
              if artefact.search(path) and not path.startswith(("docs/results/", "experiments/"))]
     assert not stray, f"run artefacts tracked in the repository: {stray[:5]}"
+
+
+CHECKPOINT_HOMES = ("docs/results/agents/", "experiments/snapshots/")
+MAX_TRACKED_CHECKPOINT = 24 * 2**20
+"""A shipped agent is a few MB and an in-progress snapshot's deflated checkpoint under 20 MB; a replay
+buffer or a stack of finished runs' checkpoints would be far more."""
+
+
+def test_checkpoints_and_agents_are_tracked_only_where_results_are_kept_and_stay_small():
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "-z", "*.rlf"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = [path for path in tracked.decode().split("\0") if path]
+    assert files, "the shipped agents are tracked"
+    elsewhere = [path for path in files if not path.startswith(CHECKPOINT_HOMES)]
+    assert not elsewhere, f".rlf files outside {CHECKPOINT_HOMES}: {elsewhere[:5]} (docs/EXPERIMENTS.md, results data)"
+    big = [path for path in files if (ROOT / path).is_file() and (ROOT / path).stat().st_size > MAX_TRACKED_CHECKPOINT]
+    assert not big, f".rlf files over {MAX_TRACKED_CHECKPOINT >> 20} MiB: {big[:5]}"
