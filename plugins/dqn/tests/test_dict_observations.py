@@ -85,7 +85,8 @@ def test_images_large_enough_get_a_cnn_of_their_own_and_learn(registry):
                                   {"agent": next_obs}, {"agent": np.zeros(2, bool)}, {"agent": np.zeros(2, bool)},
                                   {"agent": np.ones(2, bool)}, np.zeros(2, bool)))
     replay = learner.buffers["agent"]
-    assert replay.obs["image"].dtype == np.uint8 and replay.obs["vector"].dtype == np.float32
+    # the image part's frames are kept once (uint8), the vector beside them as float32
+    assert replay.frames["image"].frames.dtype == np.uint8 and replay.plain["vector"].dtype == np.float32
     changed = [k for k, v in net.state_dict().items() if not torch.equal(v, before[k])]
     assert any(k.startswith("torso.encoder.cnns.0") for k in changed), changed
     actions = agent.act({"agent": _batch(_space(40), 3, 7)}, explore=False).actions["agent"]
@@ -110,3 +111,72 @@ def test_replay_state_round_trips_dict_parts(registry):
 def test_box_networks_keep_their_parameter_free_encoder():
     encoder = ObservationEncoder(spaces.Box(-1, 1, (4,)))
     assert type(encoder) is ObservationEncoder and not list(encoder.state_dict())
+
+
+def test_a_dict_agent_evaluates_and_exports_as_rlf_but_onnx_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    done = _cli("train", "dqn", "--env", GOAL_CELLS, "--steps", "64", "--seed", "0", "--no-progress", "--set",
+                "vector=sync", "--set", "algo.min_replay_size=16", "--set", "algo.batch_size=8", "--run-dir", str(run),
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = _cli("eval", str(run), "--episodes", "2", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "episodes" in shown.stdout
+    refused = _cli("export", str(run), str(tmp_path / "policy.onnx"), cwd=tmp_path)
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "agent 'agent' observes Dict observations" in lines[0], refused.stderr
+    assert not (tmp_path / "policy.onnx").exists()
+    exported = _cli("export", str(run), str(tmp_path / "agent.rlf"), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    again = _cli("eval", str(tmp_path / "agent.rlf"), "--episodes", "2", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+
+
+STACKED = spaces.Dict({"frames": spaces.Box(0, 255, (4, 40, 40), np.uint8),
+                       "vector": spaces.Box(-1.0, 1.0, (3,), np.float32)})
+
+
+def _stack(env: int, t: int) -> np.ndarray:
+    """Frames numbered per env and step (frame k is full of 10 * env + k), the last four stacked."""
+    return np.stack([np.full((40, 40), 10 * env + max(k, 0), np.uint8) for k in range(t - 3, t + 1)])
+
+
+def _fill(replay, steps: int = 12) -> None:
+    for t in range(steps):
+        obs = {"frames": np.stack([_stack(e, t) for e in (0, 1)]),
+               "vector": np.array([[e, t, 0.5] for e in (0, 1)], np.float32)}
+        next_obs = {"frames": np.stack([_stack(e, t + 1) for e in (0, 1)]),
+                    "vector": np.array([[e, t + 1, 0.5] for e in (0, 1)], np.float32)}
+        replay.add(obs, np.array([t % 4, (t + 1) % 4]), np.array([100 * e + t for e in (0, 1)], np.float32),
+                   next_obs, np.zeros(2, np.float32), env_ids=np.array([0, 1]))
+
+
+def test_image_stacks_in_a_dict_keep_each_frame_once(registry):
+    _, learner = _dqn(STACKED, registry)
+    replay = learner.buffers["agent"]
+    assert type(replay).__name__ == "PartsReplay"
+    _fill(replay)
+    # whole stacks would be 2 envs x 12 steps x 2 (obs, next_obs) x 4 frames; each env writes its first
+    # stack's one distinct frame once, then one new frame per step
+    assert replay.frames["frames"].frames_written == 2 * (1 + 12)
+    sample = replay.sample(64, np.random.default_rng(0))
+    for row, reward in enumerate(sample["rewards"]):
+        env, t = divmod(int(reward), 100)
+        np.testing.assert_array_equal(sample["obs"]["frames"][row], _stack(env, t))
+        np.testing.assert_array_equal(sample["next_obs"]["frames"][row], _stack(env, t + 1))
+        assert sample["obs"]["vector"][row].tolist() == [env, t, 0.5]
+        assert sample["next_obs"]["vector"][row].tolist() == [env, t + 1, 0.5]
+        assert sample["actions"][row] == (t + env) % 4
+    _, again = _dqn(STACKED, registry)
+    again.buffers["agent"].load_state_dict(replay.state_dict())
+    assert_trees_equal(again.buffers["agent"].sample(16, np.random.default_rng(3)),
+                       replay.sample(16, np.random.default_rng(3)))
+
+
+def test_frame_replay_off_stores_dict_parts_whole(registry):
+    _, learner = _dqn(STACKED, registry, frame_replay="off")
+    replay = learner.buffers["agent"]
+    assert isinstance(replay, rlf.ReplayBuffer) and replay.obs["frames"].dtype == np.uint8
+    with pytest.raises(ValueError, match="needs a uint8 image part"):
+        _dqn(_space(), registry, frame_replay="on")

@@ -30,14 +30,20 @@ from rlf.nn.torch_utils import (
 from .agent import DQNAgent, check_encoded
 from .config import DQNConfig
 from .model import direct_forward
-from .replay import FrameReplay
+from .replay import FrameReplay, PartsReplay
 
 
-def make_replay(config: DQNConfig, agent: DQNAgent, agent_id: str) -> ReplayBuffer | FrameReplay:
+def make_replay(config: DQNConfig, agent: DQNAgent, agent_id: str) -> ReplayBuffer | FrameReplay | PartsReplay:
     layout = agent.layouts[agent_id]
     if layout.structured:
-        return ReplayBuffer(config.buffer_size, (), obs_space=layout.space,
-                            obs_dtypes=_part_dtype)
+        pixels = {key: (part.shape, part.stack_axis) for key, part in layout.parts.items()
+                  if part.pixels and len(part.shape) >= 2}
+        if config.frame_replay == "on" and not pixels:
+            raise ValueError(f"algo.frame_replay=on needs a uint8 image part, agent {agent_id!r} observes "
+                             f"{layout.space}; use algo.frame_replay=auto")
+        if pixels and config.frame_replay != "off":
+            return PartsReplay(config.buffer_size, layout.space, pixels, _part_dtype)
+        return ReplayBuffer(config.buffer_size, (), obs_space=layout.space, obs_dtypes=_part_dtype)
     frames = config.frame_replay == "on" or (config.frame_replay == "auto" and layout.pixels)
     if frames:
         if len(layout.shape) < 2:
@@ -69,7 +75,7 @@ class DQNLearner(Learner):
         """Fused Adam and foreach gradient clipping exist for these devices; others take torch's default."""
         self.targets: dict[str, nn.Module] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
-        self.buffers: dict[str, ReplayBuffer | FrameReplay] = {}
+        self.buffers: dict[str, ReplayBuffer | FrameReplay | PartsReplay] = {}
         self._params: dict[str, list[nn.Parameter]] = {}
         """Each online network's parameters, listed once: clipping and zeroing walk this list instead of
         ``Module.parameters()`` (a generator over named_modules) every gradient step."""
@@ -115,7 +121,7 @@ class DQNLearner(Learner):
                 check_encoded(next_obs.reshape(len(rows), -1), self.state_dim, agent_id, "next observation")
             args = (obs, experience.actions[agent_id][select], experience.rewards[agent_id][select], next_obs,
                     experience.terminated[agent_id][select])  # truncation keeps the bootstrap
-            if isinstance(buffer, FrameReplay):
+            if isinstance(buffer, FrameReplay | PartsReplay):
                 buffer.add(*args, env_ids=rows)
             else:
                 buffer.add(*args)

@@ -14,6 +14,9 @@ ring is recognisable and never sampled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from rlf import StateTree
@@ -190,3 +193,106 @@ class FrameReplay:
             getattr(self, name)[:count] = np.asarray(state[name])[keep]
         self.position = count % self.capacity
         self.size = self.filled = count
+
+
+class PartsReplay:
+    """Replay for Dict and Tuple observations whose uint8 image parts should keep each frame once.
+
+    Each such part gets its own ``FrameReplay``, and all of them take every transition in lockstep, so a
+    transition sits at the same slot in each; the other parts are plain arrays at those slots. A slot is
+    sampled only while every part still holds its frames."""
+
+    def __init__(self, capacity: int, space: Any, frame_parts: dict[Any, tuple[tuple[int, ...], int]],
+                 dtypes: Callable[[Any], np.dtype], action_dtype=np.int64):
+        """``frame_parts``: part key -> (its shape, its stack axis), for the parts to deduplicate;
+        ``dtypes(part space)``: how every other part is stored."""
+        if capacity < 1:
+            raise ValueError("replay capacity must be at least 1")
+        self.capacity = capacity
+        self.structure = type(space.spaces) if isinstance(space.spaces, dict) else tuple
+        self.keys = list(space.spaces) if isinstance(space.spaces, dict) else list(range(len(space.spaces)))
+        self.frames = {key: FrameReplay(capacity, shape, stack_axis=axis, action_dtype=action_dtype)
+                       for key, (shape, axis) in frame_parts.items()}
+        self.plain = {key: np.zeros((capacity, *(space[key].shape or ())), dtype=dtypes(space[key]))
+                      for key in self.keys if key not in self.frames}
+        self.plain_next = {key: np.zeros_like(array) for key, array in self.plain.items()}
+        self.position = 0
+        self.size = 0
+        self.filled = 0
+
+    def __len__(self) -> int:
+        return min(self.size, *(part.size for part in self.frames.values()))
+
+    def add(self, obs: Any, actions: np.ndarray, rewards: np.ndarray, next_obs: Any, terminated: np.ndarray,
+            env_ids: np.ndarray | None = None) -> None:
+        count = len(actions)
+        for key, part in self.frames.items():
+            part.add(obs[key], actions, rewards, next_obs[key], terminated, env_ids=env_ids)
+        index = (self.position + np.arange(count)) % self.capacity
+        for key, array in self.plain.items():
+            array[index] = obs[key]
+            self.plain_next[key][index] = next_obs[key]
+        self.position = int((self.position + count) % self.capacity)
+        self.size = int(min(self.capacity, self.size + count))
+        self.filled = max(self.filled, self.size)
+
+    def _slots(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        size = len(self)
+        start = self.position - size
+        slots = (start + rng.integers(0, size, size=count)) % self.capacity
+
+        def stale(where: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(where), dtype=bool)
+            for part in self.frames.values():
+                out |= part.oldest_frame[where] < part._first_live_frame()
+            return out
+
+        bad = stale(slots)
+        if bad.any():  # parallel envs interleave: a stale transition can sit just behind the eviction point
+            live = (start + np.arange(size)) % self.capacity
+            live = live[~stale(live)]
+            if len(live) == 0:
+                raise ValueError("no transition in the replay has all its frames stored")
+            slots[bad] = live[rng.integers(0, len(live), size=int(bad.sum()))]
+        return slots
+
+    def _assemble(self, slots: np.ndarray, frames_of: str, plain: dict[Any, np.ndarray]) -> Any:
+        parts = {}
+        for key in self.keys:
+            if key in self.frames:
+                part = self.frames[key]
+                parts[key] = part._stacks(getattr(part, frames_of)[slots])
+            else:
+                parts[key] = plain[key][slots]
+        return parts if self.structure is not tuple else tuple(parts[key] for key in self.keys)
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
+        if len(self) == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        slots = self._slots(batch_size, rng)
+        first = next(iter(self.frames.values()))  # every part holds the same actions, rewards, flags
+        return {"obs": self._assemble(slots, "obs_frames", self.plain), "actions": first.actions[slots],
+                "rewards": first.rewards[slots], "next_obs": self._assemble(slots, "next_frames", self.plain_next),
+                "terminated": first.terminated[slots]}
+
+    def state_dict(self) -> StateTree:
+        return {"frames": {str(key): part.state_dict() for key, part in self.frames.items()},
+                "plain": {str(key): array[:self.filled] for key, array in self.plain.items()},
+                "plain_next": {str(key): array[:self.filled] for key, array in self.plain_next.items()},
+                "position": self.position, "size": self.size, "capacity": self.capacity}
+
+    def load_state_dict(self, state: StateTree) -> None:
+        if int(state["capacity"]) != self.capacity:
+            raise ValueError(f"the saved replay holds {int(state['capacity'])} transitions and algo.buffer_size is "
+                             f"{self.capacity}; resume with the saved buffer_size, or from a checkpoint without "
+                             "replay (run.save_replay=false)")
+        for key, part in self.frames.items():
+            part.load_state_dict(state["frames"][str(key)])
+        filled = 0
+        for key, array in self.plain.items():
+            saved = np.asarray(state["plain"][str(key)])
+            filled = len(saved)
+            array[:filled] = saved
+            self.plain_next[key][:filled] = state["plain_next"][str(key)]
+        self.position, self.size = int(state["position"]), int(state["size"])
+        self.filled = filled or self.size
