@@ -41,6 +41,7 @@ from rlf import AgentArrays, ConfigError, EnvFactory, EnvSpec, StepBatch, Vector
 # than a copy of its value) is what keeps both collecting the same rollouts.
 from rlf.envs import PIPELINE_PARTS
 from rlf.errors import EnvWorkerError, RlfError
+from rlf.observations import concatenate
 
 from . import probe
 from .config import PINNED_RAY, RayCollectorConfig
@@ -391,7 +392,7 @@ class RayVector(VectorEnv):
 def _join(observations: list[AgentArrays]) -> AgentArrays:
     if len(observations) == 1:
         return observations[0]
-    return {a: np.concatenate([obs[a] for obs in observations]) for a in observations[0]}
+    return {a: concatenate([obs[a] for obs in observations]) for a in observations[0]}
 
 
 def _owned(value: Any) -> Any:
@@ -416,6 +417,8 @@ def _owned(value: Any) -> Any:
             return own(item)
         if isinstance(item, dict):
             return {key: walk(v) for key, v in item.items()}
+        if isinstance(item, tuple):  # the parts of Tuple observations
+            return tuple(walk(v) for v in item)
         return item
 
     if isinstance(value, StepBatch):
