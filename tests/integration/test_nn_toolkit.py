@@ -17,8 +17,10 @@ from rlf_plugin_ppo.model import CNNActorCritic, build_network
 from rlf import ConfigError, IncompatibleError
 from rlf.nn import (
     DEFAULT_TORCH_THREADS,
+    MultiInputEncoder,
     ObservationEncoder,
     TorchThreads,
+    as_tensors,
     image_layout,
     init_orthogonal,
     mlp,
@@ -84,7 +86,35 @@ def test_one_line_errors_for_cnn_on_vectors_and_unreadable_spaces():
         ObservationEncoder(spaces.Box(-1, 1, (8,), np.float32), "cnn")
     assert "\n" not in str(error.value)
     with pytest.raises(IncompatibleError, match="Box or Discrete"):
-        ObservationEncoder(spaces.Tuple((spaces.Discrete(2), spaces.Discrete(2))))
+        ObservationEncoder(spaces.MultiBinary(3))
+    with pytest.raises(IncompatibleError, match="nested Dict") as error:
+        ObservationEncoder(spaces.Dict({"outer": spaces.Dict({"inner": spaces.Discrete(2)})}))
+    assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError, match="algo.network='cnn' needs an image part"):
+        ObservationEncoder(spaces.Tuple((spaces.Discrete(2), spaces.Box(-1, 1, (3,)))), "cnn")
+
+
+def test_dict_and_tuple_parts_are_encoded_side_by_side_with_a_cnn_per_image():
+    space = spaces.Dict({"ids": spaces.Discrete(3, start=1), "pixels": spaces.Box(0, 255, (40, 40, 3), np.uint8),
+                         "small": spaces.Box(0, 255, (8, 8, 1), np.uint8), "vector": spaces.Box(-1, 1, (2,))})
+    encoder = ObservationEncoder(space, cnn_features=16)
+    assert isinstance(encoder, MultiInputEncoder) and not encoder.image
+    assert encoder.features == encoder.shape[0] == 3 + 16 + 64 + 2  # small images are flattened, as alone
+    assert sorted(encoder.cnns) == ["1"] and all(k.startswith("cnns.1.") for k in encoder.state_dict())
+    batch = {"ids": np.array([1, 3]), "pixels": np.zeros((2, 40, 40, 3), np.uint8),
+             "small": np.full((2, 8, 8, 1), 255, np.uint8), "vector": np.array([[0.5, -1.0], [1.0, 0.0]], np.float32)}
+    out = encoder(as_tensors(batch))
+    assert tuple(out.shape) == (2, 85)
+    assert out[:, :3].tolist() == [[1, 0, 0], [0, 0, 1]]  # one-hot from the space's start
+    assert (out[:, 19:83] == 1.0).all()  # uint8 scaled by 1/255
+    assert out[:, 83:].tolist() == [[0.5, -1.0], [1.0, 0.0]]
+    flat = ObservationEncoder(space, "mlp")
+    assert flat.features == 3 + 40 * 40 * 3 + 64 + 2 and not list(flat.state_dict())
+    pair = ObservationEncoder(spaces.Tuple((spaces.Discrete(2), spaces.Box(-1, 1, (3,)))))
+    assert pair(as_tensors((np.array([1]), np.zeros((1, 3), np.float32)))).tolist() == [[0, 1, 0, 0, 0]]
+    import copy
+
+    assert copy.deepcopy(encoder).features == encoder.features  # deepcopy (target networks) works
 
 
 def test_mlp_widths_activations_and_orthogonal_init():

@@ -81,7 +81,9 @@ class ObservationEncoder(nn.Module):
         return super().__new__(cls)
 
     def __init__(self, space: spaces.Space, network: NetworkChoice = "auto", *, bounds: bool = False,
-                 name: str = "this agent"):
+                 name: str = "this agent", cnn_features: int = 512):
+        """``cnn_features`` is read only where ``space`` is a Dict or Tuple (``MultiInputEncoder``), so one
+        call serves every space."""
         super().__init__()
         if not isinstance(space, spaces.Box | spaces.Discrete):
             raise IncompatibleError(f"{name} observes {space}, but the networks read Box or Discrete observations; "

@@ -54,3 +54,9 @@ def test_a_checkpoint_restores_weights_optimizer_statistics_counters_and_samplin
     resumed = rlf.load(path, overrides=[f"run_dir='{tmp_path / 'resumed'}'"])
     resumed.train(steps=1000)
     assert resumed.counters["env_steps"] == 1000 and resumed.strategy.learner.updates == 100
+
+
+def test_dict_observations_train_evaluate_and_resume(tmp_path):
+    from rlf_plugin_actor_critic.testing import check_dict_observations
+
+    check_dict_observations("a2c", tmp_path)

@@ -12,5 +12,5 @@ def rlf_register_algorithms(register):
     register("a2c", build_agent="rlf_plugin_a2c.factory:build_agent",
              build_learner="rlf_plugin_a2c.factory:build_learner", family=StrategyFamily.ON_POLICY,
              config=A2CConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",), multi_agent=True,
-             observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
+             observation_spaces=("Box", "Discrete", "Dict", "Tuple"),  # what rlf.nn's encoders read
              run_defaults={"num_envs": 8})

@@ -13,7 +13,7 @@ import contextlib
 import numpy as np
 import torch
 
-from rlf import Learner, Rollout, StateTree
+from rlf import Learner, Rollout, StateTree, observations
 from rlf.nn.torch_utils import load_optimizer_state, optimizer_state
 
 from .config import ActorCriticConfig
@@ -44,8 +44,7 @@ class ActorCriticLearner(Learner):
             alive = rollout.alive[agent_id].reshape(-1).astype(bool)
             if not alive.any():
                 continue
-            obs = rollout.obs[agent_id]
-            obs = obs.reshape(-1, *obs.shape[2:])[alive]
+            obs = observations.index(observations.merge_rows(rollout.obs[agent_id]), alive)
             actions = rollout.actions[agent_id].reshape(-1)[alive] - self.agent.action_starts[agent_id]
             advantages = rollout.advantages[agent_id].reshape(-1)[alive]
             returns = rollout.returns[agent_id].reshape(-1)[alive]

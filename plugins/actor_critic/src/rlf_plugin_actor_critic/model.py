@@ -21,7 +21,7 @@ from rlf import (
     RunningNormalizer,
     StateTree,
 )
-from rlf.nn import ObservationEncoder, mlp
+from rlf.nn import ObservationEncoder, as_tensors, mlp
 from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import ActorCriticConfig
@@ -75,7 +75,9 @@ class ActorCriticAgent(Agent):
                             if config.normalize_returns else {})
         self.generator = torch.Generator().manual_seed(seed)
 
-    def inputs(self, agent_id: str, obs: np.ndarray) -> torch.Tensor:
+    def inputs(self, agent_id: str, obs) -> torch.Tensor:
+        if isinstance(obs, dict | tuple):  # Dict/Tuple observations: a tensor per part (a MultiInputEncoder)
+            return self.encoders[agent_id](as_tensors(obs, self.device))
         return self.encoders[agent_id](torch.as_tensor(np.asarray(obs), device=self.device))
 
     def observe_returns(self, agent_id: str, returns: np.ndarray) -> None:

@@ -12,5 +12,5 @@ def rlf_register_algorithms(register):
     register("actor-critic", build_agent="rlf_plugin_actor_critic.factory:build_agent",
              build_learner="rlf_plugin_actor_critic.factory:build_learner", family=StrategyFamily.ON_POLICY,
              config=ActorCriticConfig, default_env="gym:CartPole-v1", action_spaces=("discrete",),
-             observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
+             observation_spaces=("Box", "Discrete", "Dict", "Tuple"),  # what rlf.nn's encoders read
              multi_agent=True, run_defaults={"num_envs": 8})

@@ -200,7 +200,11 @@ def test_observations_are_encoded_by_their_space(family):
     encoded = agent.inputs("a", np.array([[9.0, 0.0, 123.0], [-9.0, 2.0, -5.0]], dtype=np.float32)).numpy()
     np.testing.assert_allclose(encoded, [[1.0, -1.0, 123.0], [-1.0, 0.0, -5.0]])
     with pytest.raises(rlf.IncompatibleError, match="Box or Discrete"):
-        family.make_pair(obs_space=spaces.Tuple((spaces.Discrete(2), spaces.Discrete(2))))
+        family.make_pair(obs_space=spaces.MultiBinary(2))
+    # a Tuple's parts side by side, each as it would be alone
+    agent, _ = family.make_pair(obs_space=spaces.Tuple((spaces.Discrete(2), box)))
+    encoded = agent.inputs("a", (np.array([1]), np.array([[9.0, 0.0, 123.0]], dtype=np.float32))).numpy()
+    np.testing.assert_allclose(encoded, [[0.0, 1.0, 1.0, -1.0, 123.0]])
 
 
 def test_continuous_actions_are_refused_with_a_hint(family, tmp_path):
@@ -279,3 +283,31 @@ def check_one_line_config_error(algorithm: str, override: str, needle: str) -> N
     with pytest.raises(rlf.ConfigError, match=needle) as error:
         rlf.make(algorithm, "gym:CartPole-v1", overrides=[override])
     assert "\n" not in str(error.value)
+
+
+GOAL_CELLS = "gym:rlf.envs.goal_cells:GoalCells-v0"
+"""A Dict observation (a 16x16x1 uint8 image and a 4-vector), from the core (rlf.envs.goal_cells)."""
+
+
+def check_dict_observations(algorithm: str, tmp_path) -> None:
+    """Dict observations reach the agent and the learner whole, with in-process and subprocess envs: both
+    parts encoded side by side (uint8 bounds onto [-1, 1]), rollouts learned from, numbers finite, and a
+    checkpoint of such a run continues."""
+    from rlf.testing import all_finite, read_csv
+
+    for vector in ("sync", "async"):
+        run = tmp_path / vector
+        algo = make_run(algorithm, run, GOAL_CELLS, "steps=256", "num_envs=4", "seed=0", f"vector={vector}",
+                        "log_interval=64", "loggers=['csv']")
+        algo.train()
+        agent = algo.strategy.agent
+        encoded = agent.inputs("agent", {"image": np.full((3, 16, 16, 1), 255, np.uint8),
+                                         "vector": np.ones((3, 4), np.float32)})
+        assert tuple(encoded.shape) == (3, 16 * 16 + 4) and float(encoded.min()) == 1.0
+        rows = read_csv(run / "metrics.csv")
+        assert rows and all(all_finite(row) for row in rows)
+        assert all_finite(algo.strategy.weights())
+        assert algo.evaluate(episodes=2)["episodes"] == 2
+        again = rlf.load(run)
+        again.train(steps=320)
+        assert again.counters["env_steps"] >= 320
