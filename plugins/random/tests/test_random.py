@@ -58,3 +58,12 @@ def test_cli_leaves_a_complete_run_directory(tmp_path):
                                capture_output=True, text=True, timeout=300)
     assert evaluated.returncode == 0, evaluated.stderr
     assert '"episodes": 3.0' in evaluated.stdout
+
+
+def test_plays_dict_observations_at_chance(tmp_path):
+    # GoalCells pays 1 per step for the right one of 4 actions, 4 steps per episode: chance is 1.0
+    algo = rlf.make("random", "gym:rlf.envs.goal_cells:GoalCells-v0",
+                    overrides=["steps=1600", "seed=0", "progress=false", f"run_dir='{tmp_path}'"])
+    algo.train()
+    result = algo.evaluate(episodes=200)
+    assert 0.7 < result["return"] < 1.3 and result["length"] == 4

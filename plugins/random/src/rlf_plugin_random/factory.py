@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from rlf import Acting, Agent, BuildContext, Learner, StateTree, Transitions
+from rlf import Acting, Agent, BuildContext, Learner, StateTree, Transitions, observations
 
 
 class RandomAgent(Agent):
@@ -23,7 +23,8 @@ class RandomAgent(Agent):
         raise TypeError(f"the random agent cannot sample {space}")
 
     def act(self, obs, *, explore: bool = True) -> Acting:
-        return Acting({agent: self._sample(self.action_spaces[agent], len(batch)) for agent, batch in obs.items()})
+        return Acting({agent: self._sample(self.action_spaces[agent], observations.rows(batch))
+                       for agent, batch in obs.items()})
 
     def state_dict(self) -> StateTree:
         return {"rng": self.rng.bit_generator.state}

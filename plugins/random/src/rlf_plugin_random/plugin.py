@@ -12,4 +12,6 @@ def rlf_register_algorithms(register):
     register("random", build_agent="rlf_plugin_random.factory:build_agent",
              build_learner="rlf_plugin_random.factory:build_learner", family=StrategyFamily.OFF_POLICY,
              config=RandomConfig, default_env="gym:CartPole-v1", action_spaces=("discrete", "continuous"),
+             # every space: the observations are only counted
+             observation_spaces=("Box", "Discrete", "MultiBinary", "MultiDiscrete", "Dict", "Tuple"),
              run_defaults={"num_envs": 16})
