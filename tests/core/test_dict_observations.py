@@ -226,3 +226,28 @@ def test_an_algorithm_declaring_dict_loads(site):
 def test_a_module_that_does_not_import_is_one_line(site):
     refused = rlf("config", "dict-q", "--env", "gym:no_such_module_here:GoalCells-v0", site=site)
     assert_one_line_error(refused, "no_such_module_here", "cannot be imported")
+
+
+def test_a_replaced_env_worker_hands_its_dict_rows_on_too():
+    import os
+    import signal
+
+    from rlf.envs import GymVector, Supervision
+    from rlf.envs.gym import GymEnvConfig, make_gym_env
+
+    factory = EnvFactory(make_gym_env, GymEnvConfig(id="rlf.envs.goal_cells:GoalCells-v0"))
+    vector = GymVector(GOAL_CELLS, factory, 4, subprocess=True, supervision=Supervision(restarts=1))
+    try:
+        vector.reset(seed=0)
+        vector.step({"agent": np.zeros(4, dtype=np.int64)})
+        os.kill(vector.groups[0].processes[1].pid, signal.SIGKILL)
+        batch = vector.step({"agent": np.zeros(4, dtype=np.int64)})
+        assert vector.restarts == 1 and batch.dropped == (1,)
+        for _ in range(3):  # the new worker's rows come from its own one-env vector, spliced in
+            batch = vector.step({"agent": np.zeros(4, dtype=np.int64)})
+            space = vector.spec.observation_spaces["agent"]
+            assert observations.fits(space, batch.obs["agent"], 4) is None
+            lit = batch.obs["agent"]["image"][1].reshape(-1) == 255
+            assert lit.sum() == 16 * 4 and batch.obs["agent"]["vector"][1].sum() == 1.0  # one band, one offset
+    finally:
+        vector.close()
