@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlf.errors import NonFiniteError
+from rlf.errors import NonFiniteError, PluginError
 
 
 def _advice(run_dir: Path | None) -> str:
@@ -28,9 +28,17 @@ def _bad(value: Any) -> bool:
         and not math.isfinite(float(value))
 
 
-def check_step(result: Any, env_step: int, algorithm: str, run_dir: Path | None) -> None:
-    """The learner's metrics and the finished episodes' rows of one ``StepResult``."""
-    for key, value in result.metrics.items():
+def _number(value: Any) -> bool:
+    return isinstance(value, float | int | np.floating | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def check_step(result: Any, env_step: int, algorithm: str, run_dir: Path | None, owner: str | None = None) -> None:
+    """The learner's metrics and the finished episodes' rows of one ``StepResult``. The metrics must be a
+    dict of plain numbers (the Learner contract): anything else would fail later, at the next metrics row
+    or checkpoint, in a traceback naming neither the plugin nor the metric. ``owner`` names the plugin."""
+    metrics = result.metrics
+    check_metrics(metrics, owner or f"algorithm {algorithm!r}")
+    for key, value in metrics.items():
         if _bad(value):
             raise NonFiniteError(f"training stopped at env step {env_step}: the learner's metric {key!r} is "
                                  f"{float(value)} (algorithm {algorithm}); nothing non-finite was logged; "
@@ -41,6 +49,19 @@ def check_step(result: Any, env_step: int, algorithm: str, run_dir: Path | None)
                 raise NonFiniteError(f"training stopped at env step {env_step}: an episode's {key!r} is "
                                      f"{float(value)} (from the environment's rewards or metrics); nothing "
                                      f"non-finite was logged; {_advice(run_dir)}")
+
+
+def check_metrics(metrics: Any, who: str) -> None:
+    """``learn()``'s return as the Learner contract has it: a dict of plain numbers keyed by name."""
+    if not isinstance(metrics, dict):
+        raise PluginError(f"{who}: its learner's learn() returned {type(metrics).__name__}, not a dict of metric "
+                          "name -> number; return {} when there is nothing to report")
+    for key, value in metrics.items():
+        if not isinstance(key, str) or not _number(value):
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise PluginError(f"{who}: its learner's learn() returned the metric {key!r} as "
+                              f"{type(value).__name__} {shown}; metrics are plain numbers keyed by name "
+                              "(float(loss.item()) for a tensor)")
 
 
 class BadObservation(Exception):

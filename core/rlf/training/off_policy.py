@@ -29,7 +29,7 @@ from rlf.training.actors import (
     _drain,
     _run_actor,
 )
-from rlf.training.startup import plugin_call
+from rlf.training.startup import learn_call
 from rlf.training.strategy import BaseStrategy, StepResult
 
 
@@ -77,9 +77,9 @@ class OffPolicyStrategy(BaseStrategy):
         for _ in range(iterations):
             acting = act_on(agent, obs, explore=True)
             batch = envs.step(acting.actions)
-            metrics = plugin_call(self.algorithm, "learn()", learner.learn,
-                                  Transitions(obs, acting.actions, batch.rewards, batch.next_obs, batch.terminated,
-                                              batch.truncated, batch.alive, batch.episode_ended))
+            metrics = learn_call(self.algorithm, learner.learn,
+                                 Transitions(obs, acting.actions, batch.rewards, batch.next_obs, batch.terminated,
+                                             batch.truncated, batch.alive, batch.episode_ended))
             if metrics:
                 learned.append(metrics)
             if batch.ended_envs:
@@ -218,7 +218,7 @@ class OffPolicyStrategy(BaseStrategy):
             ended = chunk["episode_ended"][t]
             wide = {name: {a: _widen(array, rows, total) for a, array in per_agent.items()}
                     for name, per_agent in step.items()}
-            metrics = plugin_call(self.algorithm, "learn()", learner.learn, Transitions(
+            metrics = learn_call(self.algorithm, learner.learn, Transitions(
                 wide["obs"], wide["actions"], wide["rewards"], wide["next_obs"], wide["terminated"],
                 wide["truncated"], wide["alive"], _widen(ended, rows, total)))
             if metrics:

@@ -19,7 +19,7 @@ from rlf.finite import act_on
 from rlf.interfaces import Acting, Agent, AgentArrays, Learner, Rollout, StateTree
 from rlf.plugins.specs import StrategyFamily
 from rlf.training.episodes import EpisodeTracker
-from rlf.training.startup import plugin_call
+from rlf.training.startup import learn_call, plugin_call
 from rlf.training.strategy import BaseStrategy, StepResult
 
 
@@ -282,7 +282,7 @@ class OnPolicyStrategy(BaseStrategy):
         return collection.finish(agent, self.obs, config.gamma, config.gae_lambda), collection.episodes
 
     def _learn(self, rollout: Rollout) -> dict[str, float]:
-        return plugin_call(self.algorithm, "learn()", self.learner.learn, rollout)
+        return learn_call(self.algorithm, self.learner.learn, rollout)
 
     def step(self, limit: int) -> StepResult:
         if getattr(self.context.config, "overlap_update", False):
@@ -313,7 +313,7 @@ class OnPolicyStrategy(BaseStrategy):
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlf-learner")
-            self._learning = self._pool.submit(plugin_call, self.algorithm, "learn()", self.learner.learn, rollout)
+            self._learning = self._pool.submit(learn_call, self.algorithm, self.learner.learn, rollout)
             try:
                 self._ahead, more = self._collect(behaviour, limit - collected)
             finally:

@@ -92,6 +92,16 @@ def plugin_call(algorithm: Any, hook: str, fn: Any, *args: Any) -> Any:
                    *args)
 
 
+def learn_call(algorithm: Any, learn: Any, batch: Any) -> dict[str, float]:
+    """``learner.learn(batch)`` through ``plugin_call``, its return checked against the Learner contract
+    (a dict of plain numbers) where the strategy first uses it, naming the plugin."""
+    from rlf.finite import check_metrics
+
+    metrics = plugin_call(algorithm, "learn()", learn, batch)
+    check_metrics(metrics, f"plugin {getattr(algorithm, 'plugin', '?')!r} (algorithm {getattr(algorithm, 'name', '?')!r})")
+    return metrics
+
+
 def _as_plugin_error(algorithm: Any, hook: str, error: BaseException) -> BaseException:
     if isinstance(error, RlfError | KeyboardInterrupt) or not isinstance(error, Exception | SystemExit):
         return error

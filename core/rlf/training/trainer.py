@@ -82,6 +82,9 @@ class Trainer:
         self.latest: dict[str, float] = {}
         """The metrics of the latest strategy step."""
         self.stop_reason: str | None = None
+        spec = getattr(strategy, "algorithm", None)  # contract errors name the plugin behind the algorithm
+        self._owner = (f"plugin {spec.plugin!r} (algorithm {spec.name!r})"
+                       if getattr(spec, "plugin", None) and getattr(spec, "name", None) else None)
         self._saved_at: tuple[int, int] | None = None
         """(env steps, iterations) of the last checkpoint.rlf written: a stop right after a periodic
         checkpoint does not write (and rotate) the same state again."""
@@ -240,7 +243,7 @@ class Trainer:
         """Count a finished step and tell the callbacks: episode rows, the metrics row when one is due,
         the periodic checkpoint."""
         run, counters, pending = self.run, self.counters, self._pending
-        check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir)
+        check_step(result, counters["env_steps"] + result.env_steps, run.algorithm, self.run_dir, self._owner)
         counters["env_steps"] += result.env_steps
         counters["iterations"] += 1
         self._window = (self._window[0], self._window[1] + result.env_steps)
