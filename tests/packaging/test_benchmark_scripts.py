@@ -249,3 +249,20 @@ def test_worker_nice_bad_duration_is_one_line():
     done = run(str(REPO / "benchmarks" / "worker_nice.py"), "--seconds", "5")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: --seconds must be at least 20 (start-up and two metric rows), --rounds and --hogs at least 1"]
+
+
+def test_continuous_ppo_comparison_without_sb3_is_one_line(tmp_path):
+    done = run(str(REPO / "benchmarks" / "ppo_continuous.py"), "--impl", "both", "--env", "Hopper-v5",
+               "--sb3-python", str(tmp_path / "py"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not exist" in lines[0] and "stable-baselines3" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--rounds", "0"], "onnx_acting: error: --observations, --rounds and --threads must be at least 1"),
+    (["--agent", "no/such/agent.rlf"], "onnx_acting: error: no agent at no/such/agent.rlf"),
+])
+def test_onnx_acting_bad_input_is_one_line(argv, message):
+    done = run(str(REPO / "benchmarks" / "onnx_acting.py"), *argv)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [message], done.stderr
