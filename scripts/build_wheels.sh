@@ -6,7 +6,8 @@
 #      e.g. PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu), checked first to be no CUDA build
 #      (scripts/check_torch.py; RLF_ALLOW_CUDA_TORCH=1 to want one), and nes-py 8.2.1, compiled here
 #      once (it has no wheel on PyPI; needs g++);
-#   3. every third-party wheel those need, and setuptools/wheel so the Docker build can build offline;
+#   3. every third-party wheel those need, setuptools/wheel so the Docker build can build offline, and the
+#      release tools the packaging env runs (build, twine, pypiserver: scripts/release.py and its test);
 #   4. a second, numpy-1 set for the plugins that tox also tests under numpy 1 (<name>-np1 envs).
 # Re-running is cheap: wheels already in the wheelhouse are reused, not rebuilt or downloaded.
 #
@@ -53,7 +54,7 @@ fi
 mapfile -t plugin_reqs < <("$python" "$root/scripts/matrix.py" requirements)
 say "third-party dependencies of all of them"
 "${pip[@]}" wheel -q "${pinned[@]}" --find-links "$wheelhouse" --wheel-dir "$wheelhouse" \
-  "rlf[test,video]" "${plugin_reqs[@]}" pytest "setuptools>=68" wheel
+  "rlf[test,video]" "${plugin_reqs[@]}" pytest "setuptools>=68" wheel build twine pypiserver
 
 for name in $("$python" "$root/scripts/matrix.py" numpy1-plugins); do
   [[ -f $root/plugins/$name/pyproject.toml ]] || continue

@@ -63,7 +63,8 @@ def env_requirements(env: str, path: Path) -> tuple[list[str], str]:
     if env == "reliability":
         return ["rlf[test]", "pytest", *(matrix.requirement(p) for p in RELIABILITY_PLUGINS)], ""
     if env == "packaging":
-        return ["pytest"], ""
+        # scripts/release.py builds and checks every distribution offline; its test serves them from pypiserver
+        return ["pytest", "build", "twine", "pypiserver", "setuptools>=68", "wheel"], ""
     plugin, numpy = split_env(env)
     if not (ROOT / "plugins" / plugin / "pyproject.toml").is_file():
         fail(f"env {env} tests plugins/{plugin}, which does not exist; add the plugin or drop it from "
