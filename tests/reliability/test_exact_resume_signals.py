@@ -23,8 +23,7 @@ import pytest
 from test_exact_resume import _table, assert_same_tree
 
 import rlf
-import rlf.training.off_policy as off_policy
-import rlf.training.on_policy as on_policy
+import rlf.training.startup as startup
 from rlf import hookimpl
 from rlf.envs.collectors import build_sync_collector
 from rlf.plugins import load_registry
@@ -112,18 +111,15 @@ def _signal_at(monkeypatch, where: str, n: int, signum: int):
 
         monkeypatch.setattr(EpisodeTracker, "update", counting_update)
     else:
-        def patch(module):
-            real = module.plugin_call
+        # every strategy's learn() goes through startup.learn_call, which calls startup's plugin_call
+        real = startup.plugin_call
 
-            def counting_call(algorithm, what, *args, **kwargs):
-                if what == "learn()":
-                    tick()
-                return real(algorithm, what, *args, **kwargs)
+        def counting_call(algorithm, what, *args, **kwargs):
+            if what == "learn()":
+                tick()
+            return real(algorithm, what, *args, **kwargs)
 
-            monkeypatch.setattr(module, "plugin_call", counting_call)
-
-        patch(on_policy)
-        patch(off_policy)
+        monkeypatch.setattr(startup, "plugin_call", counting_call)
     try:
         yield count
     finally:
