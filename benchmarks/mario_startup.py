@@ -95,7 +95,7 @@ def child(t0: float, num_envs: int) -> None:
     timed(ppo_factory, "build_learner", "build learner")
     import rlf.training.startup
 
-    timed(rlf.training.startup._BackgroundBuild, "learner", "learner ready")
+    timed(rlf.training.startup.BackgroundBuild, "learner", "learner ready")
     import rlf_plugin_ppo.learner as ppo_learner
 
     learn = ppo_learner.PPOLearner.learn

@@ -380,7 +380,7 @@ def _default_run_dir(run: RunConfig) -> Path:
     return Path("runs") / f"{run.algorithm}-{safe_env}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _previous_hint(path: Path) -> str:
+def previous_checkpoint_hint(path: Path) -> str:
     """Where the latest checkpoint is unreadable, name the newest kept copy (keep_checkpoints) that reads."""
     for index in range(1, 100):
         older = ckpt.previous(path, index)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from rlf import observations
-from rlf.api import CHECKPOINT_FILE, RUN_FILE, Algorithm, _previous_hint
+from rlf.api import CHECKPOINT_FILE, RUN_FILE, Algorithm, previous_checkpoint_hint
 from rlf.config import (
     parse_overrides,
 )
@@ -59,7 +59,7 @@ def load(path: Path | str, registry: Registry | None = None, overrides: Iterable
     except CheckpointError as exc:
         if run_dir is None:
             raise
-        raise CheckpointError(f"{exc}{_previous_hint(path)}") from None
+        raise CheckpointError(f"{exc}{previous_checkpoint_hint(path)}") from None
     config = {section: dict(values) for section, values in state["config"].items()}
     _refuse_changed_names(config["run"], parse_overrides(overrides))
     changed = parse_overrides(overrides)["run"]

@@ -203,7 +203,7 @@ def test_workers_of_a_templated_env_start_from_the_fork_servers_copy(tmp_path):
 def test_the_first_steps_do_not_wait_for_the_learner_and_a_fork_waits_for_it(registry, tmp_path):
     import multiprocessing
 
-    from rlf.training.startup import _BackgroundBuild
+    from rlf.training.startup import BackgroundBuild
 
     spec = registry.algorithm("linear-pg")
     seen: dict[str, float] = {}
@@ -233,7 +233,7 @@ def test_the_first_steps_do_not_wait_for_the_learner_and_a_fork_waits_for_it(reg
     # a fork while the learner is still being built copies a finished build (os.register_at_fork)
     stepped.clear()
     threading.Timer(1.0, stepped.set).start()
-    build = _BackgroundBuild(dataclasses.replace(spec, build_learner=slow_learner), algo.strategy.context)
+    build = BackgroundBuild(dataclasses.replace(spec, build_learner=slow_learner), algo.strategy.context)
     build.agent()
     child = multiprocessing.get_context("fork").Process(target=_exit_built, args=(build,))
     child.start()

@@ -117,3 +117,17 @@ def test_checkpoints_and_agents_are_tracked_only_where_results_are_kept_and_stay
     assert not elsewhere, f".rlf files outside {CHECKPOINT_HOMES}: {elsewhere[:5]} (docs/EXPERIMENTS.md, results data)"
     big = [path for path in files if (ROOT / path).is_file() and (ROOT / path).stat().st_size > MAX_TRACKED_CHECKPOINT]
     assert not big, f".rlf files over {MAX_TRACKED_CHECKPOINT >> 20} MiB: {big[:5]}"
+
+
+def test_no_core_module_imports_another_ones_private_names():
+    # a name used across modules is public and documented where it is defined; an underscore name is a
+    # module's own, free to change without a look at the rest of the core
+    import ast
+
+    crossing = []
+    for path in sorted((ROOT / "core" / "rlf").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rlf"):
+                crossing += [f"{path.relative_to(ROOT)}: {alias.name} from {node.module}" for alias in node.names
+                             if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not crossing, crossing

@@ -31,8 +31,8 @@ from rlf.envs.workers import (
     STATE_COMMAND,
     WORKER_LOST,
     Supervision,
-    _deprioritize,
-    _WorkerEnvFn,
+    WorkerEnvFn,
+    deprioritize,
     env_worker,
     exit_description,
     template_key,
@@ -115,7 +115,7 @@ class GymVector(VectorEnv):
 
     def _start_group(self, size: int) -> gymnasium.vector.AsyncVectorEnv:
         context = worker_context(self.factory)
-        env_fn = _WorkerEnvFn(self.factory, probe_of(self.factory, self.name),
+        env_fn = WorkerEnvFn(self.factory, probe_of(self.factory, self.name),
                               template_key(self.factory) if context == "forkserver" else None)
         try:
             group = gymnasium.vector.AsyncVectorEnv([env_fn] * size, shared_memory=True,
@@ -124,7 +124,7 @@ class GymVector(VectorEnv):
         except WORKER_LOST as exc:  # Gymnasium waits on each new worker without a timeout
             raise EnvWorkerError(f"env workers of {self.name} died while starting ({type(exc).__name__}); "
                                  "check that the environment can be built in a fresh process") from None
-        _deprioritize([process.pid for process in group.processes], self.worker_nice)
+        deprioritize([process.pid for process in group.processes], self.worker_nice)
         return group
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlf.envs.state import _ADAPTERS, StateAdapter, generator_from_state, generator_state, pack, unpack
+from rlf.envs.state import ADAPTERS, StateAdapter, generator_from_state, generator_state, pack, unpack
 from rlf.interfaces import StateTree
 
 
@@ -79,6 +79,6 @@ _CLASSIC_CONTROL = {
 for _name, _get, _set in (("TimeLimit", _time_limit_get, _time_limit_set),
                           ("OrderEnforcing", _order_get, _order_set),
                           ("PassiveEnvChecker", _checker_get, _checker_set)):
-    _ADAPTERS.setdefault(f"gymnasium.wrappers.common.{_name}", StateAdapter(_get, _set))
+    ADAPTERS.setdefault(f"gymnasium.wrappers.common.{_name}", StateAdapter(_get, _set))
 for _name, _attributes in _CLASSIC_CONTROL.items():
-    _ADAPTERS.setdefault(f"gymnasium.envs.classic_control.{_name}", _classic(*_attributes))
+    ADAPTERS.setdefault(f"gymnasium.envs.classic_control.{_name}", _classic(*_attributes))

@@ -54,13 +54,14 @@ class StateAdapter:
     set: Callable[[Any, StateTree], None]
 
 
-_ADAPTERS: dict[str, StateAdapter] = {}
+ADAPTERS: dict[str, StateAdapter] = {}
+"""The state adapters by exact env class (``module.QualName``), filled by ``register_state_adapter``."""
 
 
 def register_state_adapter(class_path: str, get: Callable[[Any], StateTree],
                            set: Callable[[Any, StateTree], None]) -> None:  # noqa: A002 - the protocol's name
     """Save and restore instances of exactly the class ``class_path`` (``"module.QualName"``)."""
-    _ADAPTERS[class_path] = StateAdapter(get, set)
+    ADAPTERS[class_path] = StateAdapter(get, set)
 
 
 def class_path(obj: Any) -> str:
@@ -129,7 +130,7 @@ def unpack(value: Any) -> Any:
 def _layers(env: Any) -> list[Any]:
     """The env, then what it wraps, down to the first layer that covers the rest itself."""
     layers = [env]
-    while not has_own_protocol(layers[-1]) and class_path(layers[-1]) in _ADAPTERS:
+    while not has_own_protocol(layers[-1]) and class_path(layers[-1]) in ADAPTERS:
         inner = getattr(layers[-1], "env", None)
         if inner is None or inner is layers[-1]:
             break
@@ -147,7 +148,7 @@ def get_env_state(env: Any) -> StateTree:
         if has_own_protocol(layer):
             saved.append({"class": path, "state": layer.get_state()})
             break
-        adapter = _ADAPTERS.get(path)
+        adapter = ADAPTERS.get(path)
         if adapter is None:
             raise StateUnavailable(f"{path} has no get_state/set_state (and no state adapter)")
         saved.append({"class": path, "state": adapter.get(layer)})
@@ -180,7 +181,7 @@ def set_env_states(envs: Sequence[Any], states: Sequence[StateTree]) -> None:
             if has_own_protocol(layer):
                 layer.set_state(entry["state"])
             else:
-                _ADAPTERS[class_path(layer)].set(layer, entry["state"])
+                ADAPTERS[class_path(layer)].set(layer, entry["state"])
 
 
 def _ensure_builtin_adapters() -> None:

@@ -123,7 +123,7 @@ class _ProbedEnv:
         pass
 
 
-class _WorkerEnvFn:
+class WorkerEnvFn:
     """An env builder for ``AsyncVectorEnv``: in the main process (where Gymnasium calls it once, for
     the spaces) it answers with the probe; pickled to a worker, it builds the real env."""
 
@@ -208,7 +208,8 @@ lower priority was meant to let the process that acts for the workers take a cor
 nothing measurable."""
 
 
-def _deprioritize(pids: list[int], niceness: int = DEFAULT_WORKER_NICE) -> None:
+def deprioritize(pids: list[int], niceness: int = DEFAULT_WORKER_NICE) -> None:
+    """Lower the env workers' CPU priority (``collector.worker_nice``) so the learner is not starved."""
     if niceness <= 0:
         return
     try:

@@ -40,7 +40,7 @@ from rlf.plugins.specs import (
     Registry,
     StrategyFamily,
     StrategySpec,
-    _builder,
+    as_builder,
     strategy_name,
 )
 
@@ -223,7 +223,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             presets = _presets(name, presets)
             _claim(registry.algorithms, name, plugin, "algorithm")
             registry.algorithms[name] = AlgorithmSpec(
-                name, _builder(build_agent), _builder(build_learner), family, config, plugin, default_env,
+                name, as_builder(build_agent), as_builder(build_learner), family, config, plugin, default_env,
                 tuple(action_spaces), multi_agent, dict(run_defaults or {}), observation_spaces, observation_check,
                 presets)
             registry.plugins[plugin].algorithms.append(name)
@@ -235,7 +235,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 raise PluginError(f"environment {name!r}: config must subclass rlf.EnvConfig")
             _claim(registry.environments, name, plugin, "environment")
             registry.environments[name] = EnvironmentSpec(
-                name, _builder(build_env), config, plugin, prefer_subprocess, prefix=name.endswith(":"))
+                name, as_builder(build_env), config, plugin, prefer_subprocess, prefix=name.endswith(":"))
             registry.plugins[plugin].environments.append(name)
         return register
 
@@ -263,7 +263,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 raise PluginError(f"strategy {name!r}: strategy must be a TrainStrategy class or "
                                   "'package.module:Class'")
             _claim(registry.strategies, name, plugin, "strategy")
-            registry.strategies[name] = StrategySpec(name, _builder(strategy), config, plugin, description)
+            registry.strategies[name] = StrategySpec(name, as_builder(strategy), config, plugin, description)
             registry.plugins[plugin].strategies.append(name)
         return register
 
@@ -278,8 +278,8 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 raise PluginError(f"collector name {name!r} is reserved or empty; choose another name")
             _claim(registry.collectors, name, plugin, "collector")
             registry.collectors[name] = CollectorSpec(
-                name, _builder(build_collector), config, plugin, description,
-                None if build_actor_pool is None else _builder(build_actor_pool))
+                name, as_builder(build_collector), config, plugin, description,
+                None if build_actor_pool is None else as_builder(build_actor_pool))
             registry.plugins[plugin].collectors.append(name)
         return register
 
@@ -295,7 +295,7 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
                 if not name:
                     raise PluginError(f"a {kind} needs a name")
                 _claim(table, name, plugin, kind)
-                table[name] = CallbackSpec(name, _builder(builder[key]), config, plugin, description)
+                table[name] = CallbackSpec(name, as_builder(builder[key]), config, plugin, description)
                 getattr(registry.plugins[plugin], f"{kind}s").append(name)
             return register
         return for_plugin

@@ -98,7 +98,8 @@ def check_builders(*builders: Callable) -> None:
             builder.target  # noqa: B018 - importing is the check
 
 
-def _builder(value: Callable | str) -> Callable:
+def as_builder(value: Callable | str) -> Callable:
+    """A registered builder: a callable as it is, a ``"module:attr"`` string imported when first called."""
     return LazyCallable(value) if isinstance(value, str) else value
 
 

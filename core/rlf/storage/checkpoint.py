@@ -27,7 +27,8 @@ FORMAT = "rlf-checkpoint"
 FORMAT_VERSION = 1
 
 
-def _to_array(value: Any) -> np.ndarray | None:
+def to_array(value: Any) -> np.ndarray | None:
+    """A numpy array or a torch tensor as a numpy array (on the CPU); None for anything else."""
     if isinstance(value, np.ndarray):
         return value
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
@@ -36,7 +37,7 @@ def _to_array(value: Any) -> np.ndarray | None:
 
 
 def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
-    array = _to_array(value)
+    array = to_array(value)
     if array is not None:
         if array.dtype == object:
             raise CheckpointError("object arrays cannot be checkpointed safely; store numbers instead")
@@ -261,11 +262,12 @@ def load(path: Path, limits: Limits | None = None) -> dict[str, Any]:
                               f"({path.stat().st_size:,} bytes on disk); load it on a larger machine") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, KeyError, ValueError, TypeError, OSError, EOFError,
             NotImplementedError, RuntimeError, OverflowError, zlib.error) as exc:
-        raise CheckpointError(f"checkpoint {path} is corrupt ({type(exc).__name__}: {_short(exc)}); "
+        raise CheckpointError(f"checkpoint {path} is corrupt ({type(exc).__name__}: {short_error(exc)}); "
                               "restore it from a backup or start a new run") from None
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
+    """An exception's text on one line, at most 200 characters: for one-line error messages."""
     text = " ".join(str(exc).split())
     return text if len(text) <= 200 else text[:200] + "..."
 

@@ -30,18 +30,19 @@ HISTORY_FILES = ("metrics.csv", "episodes.csv", "eval.csv")
 # Written by `rlf experiment` into each of its runs.
 EXPERIMENT_FILES = ("experiment.json", "final_eval.csv", "final_eval_stochastic.csv")
 TENSORBOARD_DIR = "tensorboard"
-_KEPT_CHECKPOINT = re.compile(r"checkpoint-\d+\.rlf")
+KEPT_CHECKPOINT = re.compile(r"checkpoint-\d+\.rlf")
+"""The older checkpoints a run keeps (``run.keep_checkpoints``): checkpoint-1.rlf, checkpoint-2.rlf, ..."""
 _EVENT_FILE = re.compile(r"events\.out\.tfevents\..+")
 
 
 def rlf_name(name: str) -> bool:
     """A name rlf writes in a run directory: a file of that name that rlf did not write is in the way."""
     return (name in (*RUN_FILES, *EXTRA_FILES, *EXPERIMENT_FILES, TENSORBOARD_DIR)
-            or bool(_KEPT_CHECKPOINT.fullmatch(name)))
+            or bool(KEPT_CHECKPOINT.fullmatch(name)))
 
 
 
-_held: dict[str, Manifest] = {}
+HELD_MANIFESTS: dict[str, Manifest] = {}
 """The manifests of the run directories this process holds the lock of (by absolute path)."""
 
 
@@ -72,7 +73,7 @@ class Manifest:
 
     def save(self) -> None:
         data = {"format": "rlf-files", "files": sorted(self.files), "kept": sorted(self.kept)}
-        _write_atomic(self.run_dir / MANIFEST_FILE, json.dumps(data, indent=0).encode())
+        write_bytes_atomic(self.run_dir / MANIFEST_FILE, json.dumps(data, indent=0).encode())
 
 
 def _read_manifest(run_dir: Path) -> tuple[set[str], set[str]]:
@@ -105,14 +106,15 @@ def _legacy_files(run_dir: Path) -> set[str]:
         is_run = False
     if not is_run:
         return set()
-    names = {entry.name for entry in _entries(run_dir) if rlf_name(entry.name) and entry.name != TENSORBOARD_DIR}
+    names = {entry.name for entry in dir_entries(run_dir) if rlf_name(entry.name) and entry.name != TENSORBOARD_DIR}
     board = run_dir / TENSORBOARD_DIR
     if board.is_dir() and not board.is_symlink():
-        names |= {f"{TENSORBOARD_DIR}/{entry.name}" for entry in _entries(board) if _EVENT_FILE.fullmatch(entry.name)}
+        names |= {f"{TENSORBOARD_DIR}/{entry.name}" for entry in dir_entries(board) if _EVENT_FILE.fullmatch(entry.name)}
     return names
 
 
-def _entries(directory: Path) -> list[os.DirEntry]:
+def dir_entries(directory: Path) -> list[os.DirEntry]:
+    """A directory's entries, none when it is gone (a run directory removed under a reader)."""
     try:
         with os.scandir(directory) as entries:
             return list(entries)
@@ -122,7 +124,7 @@ def _entries(directory: Path) -> list[os.DirEntry]:
 
 def manifest(run_dir: Path) -> Manifest:
     """The held run directory's manifest, or (not held: `rlf experiment` writing beside a run) a fresh read."""
-    return _held.get(os.path.abspath(run_dir)) or Manifest(Path(run_dir))
+    return HELD_MANIFESTS.get(os.path.abspath(run_dir)) or Manifest(Path(run_dir))
 
 
 def owned_files(run_dir: Path) -> set[str]:
@@ -190,7 +192,7 @@ class TensorBoardFiles:
         self.directory = self.run_dir / TENSORBOARD_DIR
         _refuse_links_on_the_way(self.run_dir, TENSORBOARD_DIR)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._before = {entry.name for entry in _entries(self.directory)}
+        self._before = {entry.name for entry in dir_entries(self.directory)}
         # a random part in the writer's file name: a link planted in advance cannot match it. Readers
         # (TensorBoard) take a directory's event files in name order, and the name's own time is in whole
         # seconds: the nanosecond clock first keeps a resume started within the same second after the
@@ -199,7 +201,7 @@ class TensorBoardFiles:
 
     def record(self) -> None:
         book = manifest(self.run_dir)
-        for entry in _entries(self.directory):
+        for entry in dir_entries(self.directory):
             if entry.name not in self._before and entry.name.endswith(self.suffix):
                 book.add(f"{TENSORBOARD_DIR}/{entry.name}")
 
@@ -212,7 +214,7 @@ def check_links(run_dir: Path) -> None:
     root = os.path.realpath(run_dir)
     bad = []
     board = run_dir / TENSORBOARD_DIR
-    entries = _entries(run_dir) + (_entries(board) if board.is_dir() and not board.is_symlink() else [])
+    entries = dir_entries(run_dir) + (dir_entries(board) if board.is_dir() and not board.is_symlink() else [])
     for entry in entries:
         if not entry.is_symlink():
             continue
@@ -245,11 +247,11 @@ def foreign_files(run_dir: Path) -> list[str]:
     owned = owned_files(run_dir) | set(INTERNAL_FILES)
     kept = manifest(run_dir).kept
     found = []
-    for entry in _entries(run_dir):
+    for entry in dir_entries(run_dir):
         if entry.name == TENSORBOARD_DIR and entry.is_dir(follow_symlinks=False):
-            found += [f"{TENSORBOARD_DIR}/{e.name}" for e in _entries(Path(entry.path))
+            found += [f"{TENSORBOARD_DIR}/{e.name}" for e in dir_entries(Path(entry.path))
                       if f"{TENSORBOARD_DIR}/{e.name}" not in owned]
-        elif entry.name not in owned and (entry.name in kept or not _own_tmp(entry.name, owned)):
+        elif entry.name not in owned and (entry.name in kept or not owned_tmp_file(entry.name, owned)):
             found.append(entry.name)
     return sorted(found)
 
@@ -260,7 +262,7 @@ def is_event_file(name: str) -> bool:
 
 
 def is_own_tmp(name: str, owns: Callable[[str], bool]) -> bool:
-    """``_own_tmp`` for a test of the name instead of a set (e.g. ``rlf_name``: any name rlf writes)."""
+    """``owned_tmp_file`` for a test of the name instead of a set (e.g. ``rlf_name``: any name rlf writes)."""
     if not name.endswith(".tmp"):
         return False
     base = name[:-4]
@@ -270,7 +272,7 @@ def is_own_tmp(name: str, owns: Callable[[str], bool]) -> bool:
     return bool(stem) and owns(stem) and _MKSTEMP_TOKEN.fullmatch(random) is not None
 
 
-def _own_tmp(name: str, owned: set[str]) -> bool:
+def owned_tmp_file(name: str, owned: set[str]) -> bool:
     """A temporary file of a write to one of rlf's files: ``.<name>.<random>.tmp`` (atomic writes, the
     random part exactly as tempfile.mkstemp makes it: a user's ".metrics.csv.notes.tmp" is not rlf's) or
     ``<name>.tmp`` (CSV rewrites)."""
@@ -318,7 +320,8 @@ def disk_error(exc: OSError, run_dir: Path, step: int | None) -> RunDirError | N
                        f"{name}; {fix}{kept}")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` through a temporary file and a rename: a reader never sees half of it."""
     from rlf.storage.checkpoint import atomic_write
 
     atomic_write(path, lambda handle: handle.write(data))

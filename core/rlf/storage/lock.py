@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlf.errors import RunDirError
-from rlf.storage.files import LOCK_FILE, OWNER_FILE, Manifest, _held, _write_atomic, check_links
+from rlf.storage.files import HELD_MANIFESTS, LOCK_FILE, OWNER_FILE, Manifest, check_links, write_bytes_atomic
 from rlf.storage.rundir import clean_stale_tmp
 
 
@@ -44,10 +44,10 @@ class RunDirLock:
         try:
             owner = {"pid": os.getpid(), "host": socket.gethostname(),
                      "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-            _write_atomic(self.run_dir / OWNER_FILE, json.dumps(owner).encode())
+            write_bytes_atomic(self.run_dir / OWNER_FILE, json.dumps(owner).encode())
             book = Manifest(self.run_dir)
             book.save()  # a run from before the manifest gets one, of the files rlf's names say are its own
-            _held[os.path.abspath(self.run_dir)] = book
+            HELD_MANIFESTS[os.path.abspath(self.run_dir)] = book
             clean_stale_tmp(self.run_dir)
         except BaseException:
             self.release()
@@ -56,7 +56,7 @@ class RunDirLock:
 
     def release(self) -> None:
         if self._lock is not None:
-            _held.pop(os.path.abspath(self.run_dir), None)
+            HELD_MANIFESTS.pop(os.path.abspath(self.run_dir), None)
             self._lock.release()
             self._lock = None
 

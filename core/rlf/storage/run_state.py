@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from rlf.errors import CheckpointError
-from rlf.storage.checkpoint import _short, _to_array
+from rlf.storage.checkpoint import short_error, to_array
 
 
 class _RunSection(BaseModel):
@@ -134,7 +134,7 @@ def describe_mismatch(expected: Any, got: Any, path: str, out: list[str] | None 
     ``load_state_dict``).
     """
     out = [] if out is None else out
-    want, have = _to_array(expected), _to_array(got)
+    want, have = to_array(expected), to_array(got)
     if want is not None or have is not None:
         if want is None or have is None:
             if not shapes_only:
@@ -171,7 +171,7 @@ def _number(value: Any) -> bool:
 
 
 def _kind(value: Any) -> str:
-    array = _to_array(value)
+    array = to_array(value)
     if array is not None:
         return f"array {tuple(array.shape)} {array.dtype}"
     return f"a {type(value).__name__}"
@@ -200,6 +200,6 @@ def load_into(target: Any, state: Any, name: str, check_shapes: bool = False) ->
 
 def _misfit(name: str, problems: list[str], exc: BaseException | None) -> CheckpointError:
     shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
-    detail = shown or f"{type(exc).__name__}: {_short(exc)}"
+    detail = shown or f"{type(exc).__name__}: {short_error(exc)}"
     return CheckpointError(f"the checkpoint does not fit this {name} ({detail}); it was written with another "
                            "configuration or plugin version: train with the same settings, or start a new run")

@@ -12,16 +12,16 @@ from typing import Any
 
 from rlf.errors import RunDirError
 from rlf.storage.files import (
-    _KEPT_CHECKPOINT,
+    HELD_MANIFESTS,
     HISTORY_FILES,
     INTERNAL_FILES,
+    KEPT_CHECKPOINT,
     TENSORBOARD_DIR,
-    _entries,
-    _held,
-    _own_tmp,
+    dir_entries,
     foreign_files,
     manifest,
     owned_files,
+    owned_tmp_file,
     rlf_name,
 )
 
@@ -75,7 +75,7 @@ def holds_run(path: Path) -> bool:
     if not path.is_dir():
         return False
     owned = {name for name in owned_files(path) if (path / name).exists()}
-    if any(name in ("checkpoint.rlf", "best.rlf") or _KEPT_CHECKPOINT.fullmatch(name) for name in owned):
+    if any(name in ("checkpoint.rlf", "best.rlf") or KEPT_CHECKPOINT.fullmatch(name) for name in owned):
         return True
     return any(_has_rows(path / name) for name in HISTORY_FILES if name in owned)
 
@@ -100,8 +100,8 @@ def clean_stale_tmp(run_dir: Path) -> list[Path]:
     owned = owned_files(run_dir) | set(INTERNAL_FILES)
     kept = manifest(run_dir).kept
     removed = []
-    for entry in _entries(Path(run_dir)):
-        if entry.name not in kept and _own_tmp(entry.name, owned) and entry.is_file(follow_symlinks=False):
+    for entry in dir_entries(Path(run_dir)):
+        if entry.name not in kept and owned_tmp_file(entry.name, owned) and entry.is_file(follow_symlinks=False):
             Path(entry.path).unlink(missing_ok=True)
             removed.append(Path(entry.path))
     return removed
@@ -119,7 +119,7 @@ def remove_run(run_dir: Path) -> None:
         removed.add(name)
     book.discard(removed)
     board = run_dir / TENSORBOARD_DIR
-    if any(name.startswith(f"{TENSORBOARD_DIR}/") for name in removed) and board.is_dir() and not _entries(board):
+    if any(name.startswith(f"{TENSORBOARD_DIR}/") for name in removed) and board.is_dir() and not dir_entries(board):
         board.rmdir()  # only the directory rlf's event files were in, once empty
 
 
@@ -142,8 +142,8 @@ def refuse_foreign(run_dir: Path, allowed: bool) -> None:
         raise RunDirError(f"run directory {run_dir} holds files rlf did not write ({_names(found)}); rlf never "
                           "deletes them: move them away, choose another --run-dir, or pass --overwrite to train "
                           "beside them (they are kept)")
-    if found and os.path.abspath(run_dir) in _held:
-        _held[os.path.abspath(run_dir)].keep(found)
+    if found and os.path.abspath(run_dir) in HELD_MANIFESTS:
+        HELD_MANIFESTS[os.path.abspath(run_dir)].keep(found)
 
 
 def _names(names: list[str]) -> str:

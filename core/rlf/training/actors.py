@@ -164,7 +164,8 @@ class ActorWorker:
         self.envs.close()
 
 
-def _drain(reports) -> None:
+def drain(reports) -> None:
+    """Empty the actors' report queue (at shutdown: a queue with items left keeps its feeder thread alive)."""
     try:
         while True:
             reports.get_nowait()
@@ -182,7 +183,7 @@ def _latest(inbox) -> Any:
     return latest
 
 
-def _run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
+def run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
     """An actor process: an ``ActorWorker`` sending chunks and loading pushed weights."""
     reports, stop, heartbeats = strategy._reports, strategy._stop, strategy._heartbeats
     # Ctrl-C reaches the whole process group: the main process checkpoints and stops the actors

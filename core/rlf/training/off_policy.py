@@ -26,8 +26,8 @@ from rlf.training.actors import (
     ActorJob,
     ActorPool,
     StopFlag,
-    _drain,
-    _run_actor,
+    drain,
+    run_actor,
 )
 from rlf.training.startup import learn_call
 from rlf.training.strategy import BaseStrategy, StepResult
@@ -127,7 +127,7 @@ class OffPolicyStrategy(BaseStrategy):
         for index in range(count):
             inbox = ctx.Queue()
             inbox.put(weights)
-            process = ctx.Process(target=_run_actor, name=f"rlf-actor-{index}", daemon=True,
+            process = ctx.Process(target=run_actor, name=f"rlf-actor-{index}", daemon=True,
                                   args=(self, index, seeds[index], inbox))
             process.start()
             self._weight_queues.append(inbox)
@@ -249,7 +249,7 @@ class OffPolicyStrategy(BaseStrategy):
             for process in self.actors:
                 # keep draining: an actor blocked on a full queue, or flushing one, cannot exit
                 while process.is_alive() and time.monotonic() < deadline:
-                    _drain(self._reports)
+                    drain(self._reports)
                     process.join(timeout=0.1)
                 if process.is_alive():
                     process.terminate()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rlf.training.strategy import TrainStrategy
 
 
-class _BackgroundBuild:
+class BackgroundBuild:
     """``build_agent`` then ``build_learner`` in a thread, in the order ``setup`` builds them in (the
     global RNG streams they draw from, and the weights, are those of a build in the main thread). The
     agent can be taken as soon as it is built, the learner later."""
@@ -78,7 +78,7 @@ class _BackgroundBuild:
         return self.built_learner
 
 
-_PENDING: weakref.WeakSet[_BackgroundBuild] = weakref.WeakSet()
+_PENDING: weakref.WeakSet[BackgroundBuild] = weakref.WeakSet()
 """Builds whose thread is still running."""
 
 

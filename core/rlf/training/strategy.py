@@ -20,7 +20,7 @@ from rlf.training.episodes import EpisodeTracker
 from rlf.training.signals import stop_pending
 from rlf.training.startup import (
     BUILD_WAIT_S,
-    _BackgroundBuild,
+    BackgroundBuild,
     plugin_call,
     supervise,
 )
@@ -134,7 +134,7 @@ class BaseStrategy(TrainStrategy):
         self.collector = collector
         self.envs: VectorEnv | None = None
         self.agent: Agent | None = None
-        self._build: _BackgroundBuild | None = None
+        self._build: BackgroundBuild | None = None
         self.learner: Learner | None = None
         self.obs = None
         self.tracker: EpisodeTracker | None = None
@@ -183,7 +183,7 @@ class BaseStrategy(TrainStrategy):
             # waits: the agent and learner (import torch, the CNN, Adam's lazy torch._dynamo import)
             # are built meanwhile, from the spec the run's check read. In-process envs are built by
             # this process itself: nothing to overlap.
-            build = _BackgroundBuild(self.algorithm, self.context)
+            build = BackgroundBuild(self.algorithm, self.context)
         try:
             self.envs = self.collector(self.env_name, self.env_factory, run.num_envs)
             supervise(self.envs, run, self.algorithm, self.restarts_used)
