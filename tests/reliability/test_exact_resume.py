@@ -68,6 +68,9 @@ CASES = {
     "ppo-gaussian": ["ppo", "--env", "gym:Pendulum-v1", "--set", "algo.rollout_steps=32", "--set", "algo.minibatches=2",
                      "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]", "--set", "algo.normalize_obs=true",
                      "--set", "algo.normalize_reward=true"],
+    # Dict observations in the rollout and the in-flight checkpoint
+    "ppo-dict": ["ppo", "--env", "gym:rlf.envs.goal_cells:GoalCells-v0", "--set", "algo.rollout_steps=32",
+                 "--set", "algo.minibatches=2", "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]"],
     "dqn": ["dqn", "--env", "gym:CartPole-v1", "--set", "algo.min_replay_size=64", "--set", "algo.batch_size=16",
             "--set", "algo.hidden_sizes=[16]", "--set", "algo.target_update_interval=100"],
     "iql": ["iql", "--env", "predator-prey"],

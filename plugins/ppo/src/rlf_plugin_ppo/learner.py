@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlf import BuildContext, CheckpointError, Learner, Rollout, StateTree, compute_gae
+from rlf import BuildContext, CheckpointError, Learner, Rollout, StateTree, compute_gae, observations
+from rlf.nn import as_tensors
 from rlf.nn.normalize import RunningNormalizer
 from rlf.nn.torch_utils import (
     load_optimizer_state,
@@ -232,6 +233,10 @@ class PPOLearner(Learner):
         def tensor(array: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
             return torch.as_tensor(np.ascontiguousarray(array), device=self.device, dtype=dtype)
 
+        def obs_tensor(tree):  # an array, or a dict/tuple of arrays for Dict/Tuple observations
+            taken = observations.index(observations.merge_rows(tree), indices)
+            return as_tensors(observations.tree_map(np.ascontiguousarray, taken), self.device)
+
         old_values = take(rollout.values[agent_id]).astype(np.float32)
         target = take(returns).astype(np.float32)
         advantage = take(advantages).astype(np.float32)
@@ -246,13 +251,13 @@ class PPOLearner(Learner):
         with_extension = self.extension is not None
         return AgentSamples(
             indices=indices,
-            obs=tensor(take(rollout.obs[agent_id])),
+            obs=obs_tensor(rollout.obs[agent_id]),
             actions=tensor(actions),
             old_log_probs=tensor(take(rollout.extras[agent_id]["log_prob"]), torch.float32),
             old_values=tensor(old_values),
             advantages=tensor(advantage),
             returns=tensor(target),
-            next_obs=tensor(take(rollout.next_obs[agent_id])) if with_extension else None,
+            next_obs=obs_tensor(rollout.next_obs[agent_id]) if with_extension else None,
             dones=tensor(take(rollout.dones[agent_id])) if with_extension else None,
             explained_variance=explained,
         )
@@ -274,7 +279,7 @@ class PPOLearner(Learner):
             order_rows = torch.from_numpy(order).to(self.device)
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
                 chunk, rows = order[start:stop], order_rows[start:stop]
-                outputs, values = network(batch.obs[rows])
+                outputs, values = network(observations.index(batch.obs, rows))
                 if isinstance(network, GaussianActorCritic):
                     loss, step_stats = policy_loss(
                         gaussian_log_prob(outputs, network.log_std, batch.actions[rows]),
@@ -337,7 +342,8 @@ class PPOLearner(Learner):
         return dict(zip(STAT_NAMES, torch.stack(stats).mean(dim=0).tolist(), strict=True))
 
     def _minibatch(self, agent_id: str, batch: AgentSamples, chunk: np.ndarray, rows: torch.Tensor) -> Minibatch:
-        return Minibatch(agent_id=agent_id, obs=batch.obs[rows], next_obs=batch.next_obs[rows],
+        return Minibatch(agent_id=agent_id, obs=observations.index(batch.obs, rows),
+                         next_obs=observations.index(batch.next_obs, rows),
                          actions=batch.actions[rows],
                          indices=torch.as_tensor(batch.indices[chunk], device=self.device),
                          dones=batch.dones[rows])

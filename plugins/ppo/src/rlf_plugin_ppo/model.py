@@ -11,7 +11,16 @@ from gymnasium import spaces
 from torch import nn
 
 from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, PolicyExport, StateTree
-from rlf.nn import NumpyMLP, ObservationEncoder, TorchThreads, init_orthogonal, mlp, nature_cnn
+from rlf.nn import (
+    MultiInputEncoder,
+    NumpyMLP,
+    ObservationEncoder,
+    TorchThreads,
+    as_tensors,
+    init_orthogonal,
+    mlp,
+    nature_cnn,
+)
 from rlf.nn.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
 from rlf.storage import checkpoint
 
@@ -113,7 +122,8 @@ class NumpyActing:
         if device.type != "cpu" or not isinstance(network, MLPActorCritic):
             return False
         encoder = network.encoder
-        if isinstance(network, GaussianActorCritic) or hasattr(network, "obs_statistics"):
+        if (isinstance(network, GaussianActorCritic) or hasattr(network, "obs_statistics")
+                or isinstance(encoder, MultiInputEncoder)):
             return False
         plain = not encoder.one_hot and not encoder.image and not encoder.bounds and encoder.scale == 1.0
         return plain and NumpyMLP.supports(network.actor) and NumpyMLP.supports(network.critic)
@@ -190,10 +200,11 @@ def build_network(agent_id: str, obs_space: spaces.Space, action_space: spaces.S
     if continuous and len(action_space.shape) != 1:
         raise ConfigError(f"PPO's Gaussian policy needs a flat Box action space (shape (D,)), but agent "
                           f"{agent_id!r} has {action_space}; flatten the actions in the environment")
-    encoder = ObservationEncoder(obs_space, config.network, name=name)
+    # Dict and Tuple spaces: a MultiInputEncoder (a CNN per image part), read by the MLP branch below
+    encoder = ObservationEncoder(obs_space, config.network, name=name, cnn_features=config.cnn_features)
     statistics = None
     if config.normalize_obs:
-        if encoder.image or encoder.one_hot:
+        if isinstance(encoder, MultiInputEncoder) or encoder.image or encoder.one_hot:
             raise ConfigError(f"algo.normalize_obs standardises vector observations, but {name} observes "
                               f"{obs_space}; set algo.normalize_obs=false")
         statistics = ObservationStatistics(encoder.features, config.normalize_clip)
@@ -254,11 +265,9 @@ class PPOAgent(Agent):
         images = any(isinstance(n, CNNActorCritic) for n in self.networks.values())
         return TorchThreads.plan(self.config.torch_threads, self.device, images=images)
 
-    def tensor(self, array: np.ndarray) -> torch.Tensor:
-        array = np.asarray(array)
-        if not array.flags.writeable:  # torch refuses to wrap read-only memory without a copy
-            array = array.copy()
-        return torch.as_tensor(array, device=self.device)
+    def tensor(self, obs) -> torch.Tensor:
+        """An observation batch as the network reads it (a dict or tuple of tensors for Dict/Tuple spaces)."""
+        return as_tensors(obs if isinstance(obs, dict | tuple) else np.asarray(obs), self.device)
 
     def act(self, obs: AgentArrays, *, explore: bool = True) -> Acting:
         if all(agent_id in self.numpy_acting for agent_id in obs):

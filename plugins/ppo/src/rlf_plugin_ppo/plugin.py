@@ -12,7 +12,7 @@ def rlf_register_algorithms(register):
 
     register("ppo", build_agent=build_agent, build_learner=build_learner, family=StrategyFamily.ON_POLICY,
              config=PPOConfig, default_env="gym:CartPole-v1", action_spaces=("discrete", "continuous"),
-             observation_spaces=("Box", "Discrete"),  # rlf.nn.ObservationEncoder reads no other
+             observation_spaces=("Box", "Discrete", "Dict", "Tuple"),  # what rlf.nn.ObservationEncoder reads
              run_defaults={"num_envs": 8},
              presets={"gym:CartPole-v1": "rlf_plugin_ppo:presets/cartpole.toml",
                       "gym:Pendulum-v1": "rlf_plugin_ppo:presets/pendulum.toml",
