@@ -44,6 +44,7 @@ from _common import (  # noqa: E402
     UsageError,
     alternate,
     check_python,
+    evaluate_policy,
     machine_line,
     main_guard,
     print_table,
@@ -69,21 +70,7 @@ def preset(env_id: str) -> dict:
 
 def evaluate(policy: Callable, env_id: str, episodes: int) -> float:
     """Mean return of ``policy`` (one raw observation -> one action) over fixed evaluation seeds."""
-    import gymnasium
-    import numpy as np
-
-    env = gymnasium.make(env_id)
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=EVAL_SEED + episode)
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy(obs))
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    env.close()
-    return float(np.mean(returns))
+    return evaluate_policy(policy, env_id, episodes, EVAL_SEED)
 
 
 def run_rlf(seed: int, threads: int, args: dict) -> dict[str, float]:

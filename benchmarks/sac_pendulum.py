@@ -38,6 +38,7 @@ from _common import (  # noqa: E402
     UsageError,
     alternate,
     check_python,
+    evaluate_policy,
     machine_line,
     main_guard,
     print_table,
@@ -52,21 +53,7 @@ THRESHOLD = -250.0
 
 def evaluate(policy: Callable, episodes: int) -> float:
     """Mean return of ``policy`` (one observation -> one action) over fixed evaluation seeds."""
-    import gymnasium
-    import numpy as np
-
-    env = gymnasium.make(ENV_ID)
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=EVAL_SEED + episode)
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy(obs))
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    env.close()
-    return float(np.mean(returns))
+    return evaluate_policy(policy, ENV_ID, episodes, EVAL_SEED)
 
 
 def rlf_overrides(seed: int, threads: int, args: dict, run_dir: str) -> list[str]:

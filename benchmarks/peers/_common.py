@@ -27,6 +27,26 @@ RECORD_ENV = "RLF_BENCH_RECORD"
 STARTED = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
+def evaluate_policy(policy: Callable, env_id: str, episodes: int, first_seed: int) -> float:
+    """Mean return of ``policy`` (one raw observation -> one action) on a gymnasium env over the fixed
+    reset seeds ``first_seed, first_seed + 1, ...``: the same episodes for every side of a comparison.
+    (gymnasium is imported here, not at the top: this module stays stdlib-only for peer interpreters.)"""
+    import gymnasium
+
+    env = gymnasium.make(env_id)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=first_seed + episode)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(policy(obs))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return statistics.fmean(returns)
+
+
 class UsageError(Exception):
     """Bad input to a benchmark script: printed as one line, exit code 2."""
 
