@@ -15,7 +15,7 @@ CASES = {
     "bool-for-int": ["train", "random", "--env", "gym:CartPole-v1", "--set", "steps=true"],
     "algorithm-via-set": ["train", "random", "--env", "gym:CartPole-v1", "--set", "algorithm=dqn"],
     "env-not-a-name": ["train", "random", "--set", "env=5"],
-    "tuple-observations": ["train", "random", "--env", "gym:Blackjack-v1", "--steps", "10"],
+    "tuple-observations": ["train", "appo", "--env", "gym:Blackjack-v1", "--steps", "10"],  # appo reads arrays only
     "config-is-a-directory": ["train", "random", "--env", "gym:CartPole-v1", "--config", "."],
     "argparse": ["train", "random", "--steps", "many"],
     "device": ["train", "random", "--env", "gym:CartPole-v1", "--steps", "10", "--set", 'device="cuda:99"'],
