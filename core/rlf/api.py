@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium
+import numpy as np
 
 from rlf.config import (
     RunConfig,
@@ -326,6 +327,8 @@ class Algorithm:
             run_state.load_into(agent, state, "agent", check_shapes=True)
             tracker = EpisodeTracker(envs.spec.agent_ids, 1, envs.spec.multi_agent)
             obs = envs.reset(seed=(self.resolved.run.seed if seed is None else seed) + 1_000_003)
+            # the state came from training: an agent with per-episode memory starts these episodes afresh
+            agent.reset_state(np.ones(envs.num_envs, dtype=bool))
             rows: list[dict[str, float]] = []
             if video:
                 envs.record_final_frames()

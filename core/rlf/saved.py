@@ -140,9 +140,10 @@ def _export_onnx(path: Path, target: Path) -> dict[str, Any]:
     name = algo.resolved.run.algorithm
     try:
         exports = {agent_id: agent.export_policy(agent_id) for agent_id in spec.agent_ids}
-    except NotImplementedError:
-        raise IncompatibleError(f"algorithm {name!r} has no exportable policy (its agent does not implement "
-                                "export_policy); export it as <name>.rlf for `rlf eval` instead") from None
+    except NotImplementedError as exc:
+        why = str(exc) or "its agent does not implement export_policy"
+        raise IncompatibleError(f"algorithm {name!r} has no exportable policy ({why}); export it as <name>.rlf "
+                                "for `rlf eval` instead") from None
     probes = {}
     for index, agent_id in enumerate(spec.agent_ids):
         space = spec.observation_spaces[agent_id]

@@ -71,6 +71,11 @@ CASES = {
     # Dict observations in the rollout and the in-flight checkpoint
     "ppo-dict": ["ppo", "--env", "gym:rlf.envs.goal_cells:GoalCells-v0", "--set", "algo.rollout_steps=32",
                  "--set", "algo.minibatches=2", "--set", "algo.epochs=2", "--set", "algo.hidden_sizes=[16]"],
+    # a recurrent policy: every env's memory is in the checkpoint, and the update re-runs stored sequences
+    "ppo-lstm": ["ppo", "--env", "gym:rlf.envs.cartpole_positions:CartPolePositions-v1", "--set",
+                 "algo.rollout_steps=32", "--set", "algo.minibatches=2", "--set", "algo.epochs=2", "--set",
+                 "algo.memory='lstm'", "--set", "algo.memory_size=8", "--set", "algo.sequence_length=8",
+                 "--set", "algo.hidden_sizes=[16]"],
     "dqn": ["dqn", "--env", "gym:CartPole-v1", "--set", "algo.min_replay_size=64", "--set", "algo.batch_size=16",
             "--set", "algo.hidden_sizes=[16]", "--set", "algo.target_update_interval=100"],
     "iql": ["iql", "--env", "predator-prey"],

@@ -31,14 +31,17 @@ UPDATE_FIELDS = {
     "normalize_reward": True,
 }
 REFUSED_BY_NUMPY = {"value_clip": (0.2, "does not clip values: set algo.value_clip=0"),
-                    "normalize_obs": (True, "does not standardise observations: set algo.normalize_obs=false")}
+                    "normalize_obs": (True, "does not standardise observations: set algo.normalize_obs=false"),
+                    "memory": ("'lstm'", "has no recurrent policy")}
 BASE = {"lr": 0.01}
 """Both sides of each comparison start from this: a step big enough that the policy ratio leaves the
 clip range, so the clip settings change the result."""
 # read before the update (the strategy's GAE and overlap, the network's shape, threads) or choosing the backend
-# (ortho_init and log_std_init: the initial weights; normalize_clip: read only where normalisation is on)
+# (ortho_init and log_std_init: the initial weights; normalize_clip: read only where normalisation is on;
+# memory_size, memory_critic and sequence_length: read only with a memory, which the numpy backend refuses)
 NOT_THE_UPDATE = {"rollout_steps", "gamma", "gae_lambda", "network", "hidden_sizes", "activation", "cnn_features",
-                  "backend", "torch_threads", "overlap_update", "ortho_init", "log_std_init", "normalize_clip"}
+                  "backend", "torch_threads", "overlap_update", "ortho_init", "log_std_init", "normalize_clip",
+                  "memory_size", "memory_critic", "sequence_length"}
 
 
 def test_every_config_field_is_classified():

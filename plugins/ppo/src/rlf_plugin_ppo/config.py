@@ -65,6 +65,18 @@ class PPOConfig(OnPolicyConfig):
         "torch", description="How the update is computed: torch (autograd, loss.py: the definition) or numpy "
                              "(the same maths derived by hand, ~4x less CPU per minibatch for small MLPs on the "
                              "CPU; no value_clip, no extension, no CNN).")
+    memory: Literal["none", "lstm", "gru"] = Field(
+        "none", description="A recurrent policy: an LSTM or GRU cell between the observation encoder and the heads, "
+                            "its state carried from step to step within an episode and reset at the episode's end "
+                            "(for partially observed tasks; the torch backend only).")
+    memory_size: int = Field(128, ge=1, le=8192, description="memory: width of the recurrent cell's state.")
+    memory_critic: bool = Field(
+        True, description="memory: the critic has a recurrent cell of its own (false: it reads the actor's, one "
+                          "cell in all). Image observations share the CNN either way.")
+    sequence_length: int = Field(
+        0, ge=0, le=1_000_000,
+        description="memory: env steps per sequence the update back-propagates through, each starting from the "
+                    "state the policy acted with (0 = the whole rollout). Minibatches are sets of whole sequences.")
     torch_threads: int = Field(
         0, ge=0, le=1024,
         description="CPU threads torch uses in this process (0 = auto: 1 for MLPs; for CNNs 1 while acting "
@@ -84,4 +96,7 @@ class PPOConfig(OnPolicyConfig):
         if self.backend == "numpy" and self.normalize_obs:
             raise ValueError("algo.backend='numpy' does not standardise observations: set algo.normalize_obs=false "
                              "or algo.backend='torch'")
+        if self.memory != "none" and self.backend == "numpy":
+            raise ValueError(f"algo.backend='numpy' has no recurrent policy: set algo.memory='none' or "
+                             f"algo.backend='torch' (algo.memory={self.memory!r})")
         return self

@@ -19,11 +19,13 @@ from rlf.nn.torch_utils import (
     torch_rng_state,
 )
 
+from . import recurrent
 from .config import PPOConfig
 from .extension import Minibatch, PPOExtension
-from .loss import STAT_NAMES, policy_loss, ppo_loss
-from .model import GaussianActorCritic, PPOAgent, gaussian_entropy, gaussian_log_prob, snapshot
+from .loss import STAT_NAMES, PPOLoss, policy_loss, ppo_loss
+from .model import PPOAgent, gaussian_entropy, gaussian_log_prob, snapshot
 from .numpy_update import NumpyUpdate, check_numpy_backend
+from .recurrent import RecurrentActorCritic
 
 
 @dataclass
@@ -125,13 +127,19 @@ class PPOLearner(Learner):
         for agent_id in self.agent.networks:
             if agent_id not in rollout.obs:
                 continue
-            batch = self._flatten(rollout, agent_id, advantages[agent_id], returns[agent_id])
-            if batch is None:  # the agent took no part in this rollout
+            if isinstance(self.agent.networks[agent_id], RecurrentActorCritic):  # recurrent.py: whole sequences
+                result = recurrent.update_agent(self, agent_id, rollout, advantages[agent_id], returns[agent_id],
+                                                clip, extension_stats)
+            else:
+                batch = self._flatten(rollout, agent_id, advantages[agent_id], returns[agent_id])
+                result = None if batch is None else (self._update_agent(agent_id, batch, clip, extension_stats),
+                                                     batch.explained_variance)
+            if result is None:  # the agent took no part in this rollout
                 continue
-            for name, value in self._update_agent(agent_id, batch, clip, extension_stats).items():
+            for name, value in result[0].items():
                 per_agent[name].append(value)
-            if batch.explained_variance is not None:
-                per_agent["explained_variance"].append(batch.explained_variance)
+            if result[1] is not None:
+                per_agent["explained_variance"].append(result[1])
         self.env_steps += rollout.num_steps
         self.updates += 1
         metrics = {name: float(np.mean(values)) for name, values in per_agent.items()}
@@ -139,7 +147,7 @@ class PPOLearner(Learner):
         metrics["clip_coef"] = clip
         self._update_obs_statistics(rollout)
         for network in self.agent.networks.values():
-            if isinstance(network, GaussianActorCritic):
+            if hasattr(network, "log_std"):
                 metrics.setdefault("action_std", float(network.log_std.detach().exp().mean()))
         metrics.update({name: float(np.mean(values)) for name, values in extension_stats.items()})
         if self.extension is not None:
@@ -280,17 +288,8 @@ class PPOLearner(Learner):
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
                 chunk, rows = order[start:stop], order_rows[start:stop]
                 outputs, values = network(observations.index(batch.obs, rows))
-                if isinstance(network, GaussianActorCritic):
-                    loss, step_stats = policy_loss(
-                        gaussian_log_prob(outputs, network.log_std, batch.actions[rows]),
-                        gaussian_entropy(network.log_std), values, batch.old_log_probs[rows],
-                        batch.old_values[rows], batch.advantages[rows], batch.returns[rows], clip=clip,
-                        value_coef=config.value_coef, entropy_coef=config.entropy_coef, value_clip=config.value_clip)
-                else:
-                    loss, step_stats = ppo_loss(
-                        outputs, values, batch.actions[rows], batch.old_log_probs[rows], batch.old_values[rows],
-                        batch.advantages[rows], batch.returns[rows], clip=clip, value_coef=config.value_coef,
-                        entropy_coef=config.entropy_coef, value_clip=config.value_clip)
+                loss, step_stats = self.loss(network, outputs, values, batch.actions[rows], batch.old_log_probs[rows],
+                                             batch.old_values[rows], batch.advantages[rows], batch.returns[rows], clip)
                 stats.append(step_stats)
                 approx_kl = step_stats[3]
                 # Checked before stepping: the policy already moved this far from the one that acted.
@@ -302,14 +301,30 @@ class PPOLearner(Learner):
                         loss = loss + extra_loss
                     for name, value in extra_stats.items():
                         extension_stats[name].append(float(value))
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.max_grad_norm > 0:
-                    params = [p for p in (*self.agent_parameters[agent_id], *self.extension_parameters)
-                              if p.grad is not None]
-                    nn.utils.clip_grad_norm_(params, config.max_grad_norm, foreach=self._fast_kernels or None)
-                self.optimizer.step()
+                self.optimizer_step(agent_id, loss)
         return self._means(stats)
+
+    def loss(self, network: nn.Module, outputs: torch.Tensor, values: torch.Tensor, actions: torch.Tensor,
+             old_log_probs: torch.Tensor, old_values: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor,
+             clip: float) -> PPOLoss:
+        """PPO's loss on one minibatch of the network's ``outputs`` (logits, or a Gaussian's means) and values."""
+        config = self.config
+        if hasattr(network, "log_std"):  # a Gaussian policy (with or without memory)
+            return policy_loss(gaussian_log_prob(outputs, network.log_std, actions), gaussian_entropy(network.log_std),
+                               values, old_log_probs, old_values, advantages, returns, clip=clip,
+                               value_coef=config.value_coef, entropy_coef=config.entropy_coef,
+                               value_clip=config.value_clip)
+        return ppo_loss(outputs, values, actions, old_log_probs, old_values, advantages, returns, clip=clip,
+                        value_coef=config.value_coef, entropy_coef=config.entropy_coef, value_clip=config.value_clip)
+
+    def optimizer_step(self, agent_id: str, loss: torch.Tensor) -> None:
+        """One gradient step on ``loss`` over the agent's network and the extension's parameters."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.max_grad_norm > 0:
+            params = [p for p in (*self.agent_parameters[agent_id], *self.extension_parameters) if p.grad is not None]
+            nn.utils.clip_grad_norm_(params, self.config.max_grad_norm, foreach=self._fast_kernels or None)
+        self.optimizer.step()
 
     def _update_agent_numpy(self, update: NumpyUpdate, batch: AgentSamples, clip: float,
                             bounds: list[int]) -> dict[str, float]:

@@ -10,7 +10,17 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from rlf import Acting, Agent, AgentArrays, CheckpointError, ConfigError, EnvSpec, PolicyExport, StateTree
+from rlf import (
+    Acting,
+    Agent,
+    AgentArrays,
+    CheckpointError,
+    ConfigError,
+    EnvSpec,
+    PolicyExport,
+    StateTree,
+    observations,
+)
 from rlf.nn import (
     MultiInputEncoder,
     NumpyMLP,
@@ -208,6 +218,11 @@ def build_network(agent_id: str, obs_space: spaces.Space, action_space: spaces.S
             raise ConfigError(f"algo.normalize_obs standardises vector observations, but {name} observes "
                               f"{obs_space}; set algo.normalize_obs=false")
         statistics = ObservationStatistics(encoder.features, config.normalize_clip)
+    if config.memory != "none":
+        from .recurrent import RecurrentActorCritic
+
+        out = int(action_space.shape[0]) if continuous else int(action_space.n)
+        return RecurrentActorCritic(encoder, out, config, gaussian=continuous, obs_statistics=statistics)
     if encoder.image:
         if continuous:
             raise ConfigError(f"PPO's Gaussian policy is an MLP, but {name} observes images ({obs_space}); "
@@ -235,6 +250,10 @@ class PPOAgent(Agent):
     def __init__(self, spec: EnvSpec, config: PPOConfig, seed: int, device: str = "cpu"):
         self.spec = spec
         self.config = config
+        self.recurrent = config.memory != "none"
+        self.rows_independent = not self.recurrent  # with memory, a row depends on the env's past too
+        self.memory: dict[str, torch.Tensor] = {}
+        """algo.memory: per agent id, one state row per env (recurrent.py states the contract)."""
         self.device = resolve_device(device)
         # Build on the CPU under a forked RNG, so the weights depend on the seed alone and the
         # caller's global torch RNG stream is left untouched.
@@ -275,6 +294,9 @@ class PPOAgent(Agent):
         return self._act_torch(obs, explore)
 
     def export_policy(self, agent_id: str) -> PolicyExport:
+        if self.recurrent:
+            raise NotImplementedError(f"PPO with algo.memory={self.config.memory!r} carries a state from step to "
+                                      "step, which a feed-forward export has no input for")
         network = copy.deepcopy(self.networks[agent_id]).cpu()
         if isinstance(network, GaussianActorCritic):
             return PolicyExport(PolicyGaussian(network), "gaussian")
@@ -310,30 +332,59 @@ class PPOAgent(Agent):
         extras: dict[str, dict[str, np.ndarray]] = {}
         for agent_id, batch in obs.items():
             network = self.networks[agent_id]
-            if isinstance(network, GaussianActorCritic):
-                actions[agent_id], extras[agent_id] = self._act_gaussian(agent_id, network, batch, explore)
-                continue
-            logits, value = network(self.tensor(batch))
-            log_probs = torch.log_softmax(logits, dim=-1)
-            if explore:
-                chosen = torch.multinomial(log_probs.exp(), 1, generator=self.generator).squeeze(1)
+            if self.recurrent:
+                memory = self._memory(agent_id, observations.rows(batch))
+                outputs, value, self.memory[agent_id] = network.step(self.tensor(batch), memory)
             else:
-                chosen = logits.argmax(dim=-1)
-            log_prob = log_probs.gather(1, chosen.unsqueeze(1)).squeeze(1)
-            actions[agent_id] = chosen.cpu().numpy() + self.action_offsets[agent_id]
-            extras[agent_id] = {"log_prob": log_prob.cpu().numpy(), "value": value.cpu().numpy()}
+                outputs, value = network(self.tensor(batch))
+            if hasattr(network, "log_std"):
+                actions[agent_id], extras[agent_id] = self._sample_gaussian(agent_id, network.log_std, outputs, explore)
+            else:
+                actions[agent_id], extras[agent_id] = self._sample_categorical(agent_id, outputs, explore)
+            extras[agent_id]["value"] = value.cpu().numpy()
+            if self.recurrent:  # the state this step acted from: the update re-runs sequences from it
+                extras[agent_id]["memory"] = memory.cpu().numpy()
         return Acting(actions, extras)
 
-    def _act_gaussian(self, agent_id: str, network: GaussianActorCritic, batch: np.ndarray,
-                      explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        mean, value = network(self.tensor(batch))
-        raw = mean + torch.exp(network.log_std) * torch.randn(mean.shape, generator=self.generator,
-                                                              device=self.device) if explore else mean
-        log_prob = gaussian_log_prob(mean, network.log_std, raw)
+    def _sample_categorical(self, agent_id: str, logits: torch.Tensor,
+                            explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        log_probs = torch.log_softmax(logits, dim=-1)
+        if explore:
+            chosen = torch.multinomial(log_probs.exp(), 1, generator=self.generator).squeeze(1)
+        else:
+            chosen = logits.argmax(dim=-1)
+        log_prob = log_probs.gather(1, chosen.unsqueeze(1)).squeeze(1)
+        return chosen.cpu().numpy() + self.action_offsets[agent_id], {"log_prob": log_prob.cpu().numpy()}
+
+    def _sample_gaussian(self, agent_id: str, log_std: torch.Tensor, mean: torch.Tensor,
+                         explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        raw = mean + torch.exp(log_std) * torch.randn(mean.shape, generator=self.generator,
+                                                      device=self.device) if explore else mean
+        log_prob = gaussian_log_prob(mean, log_std, raw)
         raw_np = raw.cpu().numpy()
         low, high, dtype = self.bounds[agent_id]
         return np.clip(raw_np, low, high).astype(dtype, copy=False), {
-            "log_prob": log_prob.cpu().numpy(), "value": value.cpu().numpy(), "raw_action": raw_np}
+            "log_prob": log_prob.cpu().numpy(), "raw_action": raw_np}
+
+    def _memory(self, agent_id: str, rows: int, keep: bool = True) -> torch.Tensor:
+        """The env rows' current states; zeros for a batch of another size (a new vector env, an evaluation),
+        which become the agent's states where ``keep`` (acting; a value estimate changes nothing)."""
+        memory = self.memory.get(agent_id)
+        if memory is None or memory.shape[0] != rows:
+            memory = self.networks[agent_id].initial_memory(rows, self.device)
+            if keep:
+                self.memory[agent_id] = memory
+        return memory
+
+    def reset_state(self, env_mask: np.ndarray) -> None:
+        ended = torch.as_tensor(np.asarray(env_mask, dtype=bool), device=self.device)
+        for agent_id, memory in self.memory.items():
+            if memory.shape[0] == ended.shape[0]:
+                self.memory[agent_id] = memory.masked_fill(ended.unsqueeze(1), 0.0)
+
+    def on_resume(self, resume) -> None:
+        if not resume.episodes_restored:  # every env starts a new episode: no memory of the old ones
+            self.memory.clear()
 
     def value(self, obs: AgentArrays) -> AgentArrays:
         if all(agent_id in self.numpy_acting for agent_id in obs):
@@ -346,14 +397,21 @@ class PPOAgent(Agent):
         result = {}
         for agent_id, batch in obs.items():
             fast = self.numpy_acting.get(agent_id)
-            result[agent_id] = (fast.values(batch) if fast is not None
-                                else self.networks[agent_id].value(self.tensor(batch)).cpu().numpy())
+            if fast is not None:
+                result[agent_id] = fast.values(batch)
+            elif self.recurrent:  # from the current state, which a value estimate does not advance
+                memory = self._memory(agent_id, observations.rows(batch), keep=False)
+                result[agent_id] = self.networks[agent_id].value(self.tensor(batch), memory).cpu().numpy()
+            else:
+                result[agent_id] = self.networks[agent_id].value(self.tensor(batch)).cpu().numpy()
         return result
 
     def state_dict(self) -> StateTree:
-        return {"networks": {agent_id: snapshot(network.state_dict())
-                             for agent_id, network in self.networks.items()},
-                "generator": {"device": self.device.type, "state": self.generator.get_state().numpy()}}
+        state = {"networks": {agent_id: snapshot(network.state_dict()) for agent_id, network in self.networks.items()},
+                 "generator": {"device": self.device.type, "state": self.generator.get_state().numpy()}}
+        if self.recurrent:  # only then: checkpoints of feed-forward agents keep their layout
+            state["memory"] = {agent_id: memory.cpu().numpy().copy() for agent_id, memory in self.memory.items()}
+        return state
 
     def load_state_dict(self, state: StateTree) -> None:
         missing = set(self.networks) - set(state["networks"])
@@ -371,3 +429,6 @@ class PPOAgent(Agent):
         # cannot continue on another, so there the seeded stream is kept.
         if generator["device"] == self.device.type:
             self.generator.set_state(torch.as_tensor(np.asarray(generator["state"], dtype=np.uint8)))
+        if self.recurrent:
+            self.memory = {agent_id: torch.as_tensor(np.asarray(memory, dtype=np.float32), device=self.device).clone()
+                           for agent_id, memory in (state.get("memory") or {}).items() if agent_id in self.networks}

@@ -16,6 +16,8 @@ def rlf_register_algorithms(register):
              run_defaults={"num_envs": 8},
              presets={"gym:CartPole-v1": "rlf_plugin_ppo:presets/cartpole.toml",
                       "gym:Pendulum-v1": "rlf_plugin_ppo:presets/pendulum.toml",
+                      "gym:rlf.envs.cartpole_positions:CartPolePositions-v1":
+                          "rlf_plugin_ppo:presets/cartpole_positions.toml",
                       "gym:HalfCheetah-v5": "rlf_plugin_ppo:presets/halfcheetah.toml",
                       "gym:Hopper-v5": "rlf_plugin_ppo:presets/hopper.toml",
                       "gym:Walker2d-v5": "rlf_plugin_ppo:presets/walker2d.toml",
