@@ -43,6 +43,9 @@ CASES = {
     "ppo-sync": ("ppo", "gym:CartPole-v1", [*PPO, "vector='sync'"]),
     "ppo-async": ("ppo", "gym:CartPole-v1", [*PPO, "vector='async'"]),
     "ppo-overlap": ("ppo", "gym:CartPole-v1", [*PPO, "vector='sync'", "algo.overlap_update=true"]),
+    # a recurrent policy: the interrupted rollout's stored states and every env's memory
+    "ppo-lstm-sync": ("ppo", "gym:rlf.envs.cartpole_positions:CartPolePositions-v1",
+                      [*PPO, "vector='sync'", "algo.memory='lstm'", "algo.memory_size=8", "algo.sequence_length=8"]),
     "dqn-sync": ("dqn", "gym:CartPole-v1", [*DQN, "vector='sync'"]),
     "dqn-async": ("dqn", "gym:CartPole-v1", [*DQN, "vector='async'"]),
     "sac": ("sac", "gym:Pendulum-v1", ["vector='sync'", "algo.learning_starts=64", "algo.batch_size=16",
@@ -227,6 +230,7 @@ def test_a_rollout_of_dict_observations_stopped_mid_way_resumes_bit_identical(ca
 
 @pytest.mark.parametrize(("case", "moment", "signame"), [
     ("ppo-overlap", "mid-rollout", "sigterm"), ("ppo-overlap", "mid-update", "sigint"),
+    ("ppo-lstm-sync", "mid-rollout", "sigint"), ("ppo-lstm-sync", "mid-update", "sigterm"),
     ("sac", "mid-chunk", "sigint"), ("sac", "mid-update", "sigterm"),
     ("iql", "mid-chunk", "sigterm"), ("iql", "mid-update", "sigint")])
 def test_other_strategies_stopped_and_resumed_are_bit_identical(case, moment, signame, reference, tmp_path,

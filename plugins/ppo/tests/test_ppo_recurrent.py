@@ -209,3 +209,17 @@ def test_an_lstm_policy_learns_to_recall_a_cue_that_a_memoryless_one_cannot(memo
         assert final >= 0.9, final  # perfect recall is 1.0
     else:
         assert final <= 0.75, final  # the prompt alone is worth 0.5 at best
+
+
+def test_overlap_and_export_with_memory_from_the_command_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "ppo", "--env", "gym:rlf.envs.cartpole_positions:CartPolePositions-v1", "--steps", "512",
+                 "--no-progress", "--set", "num_envs=2", "--set", "algo.rollout_steps=32", "--set", "algo.memory='gru'",
+                 "--set", "algo.memory_size=8", "--set", "algo.overlap_update=true", "--set", "loggers=['csv']",
+                 "--run-dir", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(run), str(tmp_path / "agent.onnx")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "feed-forward export has no input" in error and "\n" not in error
+    assert not (tmp_path / "agent.onnx").exists()
+    assert main(["export", str(run), str(tmp_path / "agent.rlf")]) == 0
