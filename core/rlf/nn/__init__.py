@@ -7,7 +7,7 @@ Importing this package imports no torch: each name loads its module on first use
 from rlf.lazy import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(["image_layout", "ObservationEncoder", "MultiInputEncoder", "as_tensors", "init_orthogonal", "mlp", "conv_stack", "flat_size",
+    **dict.fromkeys(["image_layout", "ObservationEncoder", "MultiInputEncoder", "as_tensors", "init_orthogonal", "mask_logits", "mlp", "conv_stack", "flat_size",
                      "nature_cnn", "set_threads", "TorchThreads", "NumpyMLP", "MIN_IMAGE_SIDE",
                      "MAX_IMAGE_CHANNELS", "DEFAULT_TORCH_THREADS", "NATURE_CONVS", "ConvLayer", "NetworkChoice"],
                    "networks"),

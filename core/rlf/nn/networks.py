@@ -24,7 +24,7 @@ from rlf.errors import ConfigError, IncompatibleError
 __all__ = [
     "DEFAULT_TORCH_THREADS", "MAX_IMAGE_CHANNELS", "MIN_IMAGE_SIDE", "NATURE_CONVS", "ConvLayer",
     "MultiInputEncoder", "ObservationEncoder", "TorchThreads", "as_tensors", "conv_stack", "flat_size",
-    "image_layout", "init_orthogonal", "mlp", "nature_cnn", "set_threads",
+    "image_layout", "init_orthogonal", "mask_logits", "mlp", "nature_cnn", "set_threads",
 ]
 
 NetworkChoice = Literal["auto", "mlp", "cnn"]
@@ -213,6 +213,21 @@ def as_tensors(obs, device: torch.device | str = "cpu"):
 
 
 # -- layers --------------------------------------------------------------------------------------------
+MASKED_LOGIT = -1e8
+"""What a masked action's logit becomes: its probability is 0 in float32, and unlike -inf it keeps
+``p * log p`` (the entropy) at 0 instead of NaN."""
+
+
+def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``logits`` (N, n) with the actions ``mask`` (N, n, nonzero = allowed; ``rlf.masking``) does not
+    allow set to ``MASKED_LOGIT``; rows that allow nothing are left as they are."""
+    if mask is None:
+        return logits
+    allowed = mask > 0
+    allowed = allowed | ~allowed.any(dim=1, keepdim=True)
+    return logits.masked_fill(~allowed, MASKED_LOGIT)
+
+
 def init_orthogonal(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
     """Orthogonal weights, zero bias, on ``layer`` and every Linear/Conv2d inside it. Orthogonal weights
     keep activations well scaled at the start; a small head gain starts a policy near uniform."""

@@ -67,3 +67,17 @@ def test_plays_dict_observations_at_chance(tmp_path):
     algo.train()
     result = algo.evaluate(episodes=200)
     assert 0.7 < result["return"] < 1.3 and result["length"] == 4
+
+
+def test_random_play_draws_only_allowed_actions(tmp_path):
+    import csv
+
+    from rlf.cli.commands import main
+
+    run = tmp_path / "masked"
+    assert main(["train", "random", "--env", "gym:rlf.envs.masked_choice:MaskedChoice-v0", "--steps", "1000",
+                 "--no-progress", "--set", "loggers=['csv']", "--run-dir", str(run)]) == 0
+    with open(run / "episodes.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    # a forbidden action (4 of 6 each step) ends the episode at once with -1
+    assert len(rows) >= 90 and all(float(row["length"]) == 10 for row in rows)

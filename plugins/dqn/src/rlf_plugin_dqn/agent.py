@@ -18,6 +18,7 @@ from rlf import (
     EpsilonSchedule,
     PolicyExport,
     StateTree,
+    masking,
     observations,
 )
 from rlf.nn import MultiInputEncoder, NumpyMLP, TorchThreads, as_tensors
@@ -60,6 +61,8 @@ class DQNAgent(Agent):
         self.layouts: dict[str, ObservationLayout] = {}
         self.n_actions: dict[str, int] = {}
         self.networks: dict[str, QNetwork] = {}
+        self.masked: set[str] = set()
+        """Agent ids whose observations carry an action mask (rlf.masking): never a forbidden action."""
         state_dim = encoder_state_dim(spec)
         # forked so that building an agent does not move the global torch stream other code relies on
         with torch.random.fork_rng(devices=[]):
@@ -74,6 +77,8 @@ class DQNAgent(Agent):
                                               or int(np.prod(layout.shape)) != state_dim):
                     raise ValueError(f"agent {agent!r} observes shape {layout.shape}, but the env's encoder "
                                      f"promises state_dim={state_dim}")
+                if masking.has_mask(obs_space, action_space, f"DQN's agent {agent!r}"):
+                    self.masked.add(agent)
                 self.layouts[agent] = layout
                 self.n_actions[agent] = int(action_space.n)
                 self.networks[agent] = build_q_network(obs_space, int(action_space.n), config,
@@ -91,6 +96,8 @@ class DQNAgent(Agent):
         fast = self.numpy_q.get(agent)
         if fast is not None:
             return fast(obs.reshape(len(obs), -1)).argmax(axis=1)
+        if agent in self.masked:
+            return masking.masked_argmax(self.q_values(agent, obs).cpu().numpy(), masking.action_mask(obs))
         return self.q_values(agent, obs).argmax(dim=1).cpu().numpy()
 
     @torch.no_grad()
@@ -108,7 +115,10 @@ class DQNAgent(Agent):
             # on how many envs happened to explore
             n = observations.rows(batch)
             explore_mask = self.rng.random(n) < self.epsilon.value
-            random_actions = self.rng.integers(0, self.n_actions[agent], size=n)
+            if agent in self.masked:
+                random_actions = masking.sample_allowed(self.rng, masking.action_mask(batch))
+            else:
+                random_actions = self.rng.integers(0, self.n_actions[agent], size=n)
             if explore_mask.all():
                 actions[agent] = random_actions
                 continue

@@ -17,7 +17,8 @@ from torch import nn
 from torch.nn import functional
 
 from rlf import Learner, ReplayBuffer, StateTree, Transitions, observations
-from rlf.nn import set_threads
+from rlf.masking import ACTION_MASK_KEY
+from rlf.nn import mask_logits, set_threads
 from rlf.nn.torch_utils import (
     load_optimizer_state,
     optimizer_state,
@@ -158,9 +159,11 @@ class DQNLearner(Learner):
         rewards, terminated = self._tensor(batch["rewards"]), self._tensor(batch["terminated"])
         online, target = self._forward[agent_id]
         with torch.no_grad():
-            next_target = target(next_obs)
+            # rlf.masking: the bootstrap takes the best action the next state allows
+            next_mask = next_obs[ACTION_MASK_KEY] if agent_id in self.agent.masked else None
+            next_target = mask_logits(target(next_obs), next_mask)
             if config.double_dqn:
-                chosen = online(next_obs).argmax(dim=1, keepdim=True)
+                chosen = mask_logits(online(next_obs), next_mask).argmax(dim=1, keepdim=True)
                 next_value = next_target.gather(1, chosen).squeeze(1)
             else:
                 next_value = next_target.max(dim=1).values

@@ -287,7 +287,9 @@ class PPOLearner(Learner):
             order_rows = torch.from_numpy(order).to(self.device)
             for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
                 chunk, rows = order[start:stop], order_rows[start:stop]
-                outputs, values = network(observations.index(batch.obs, rows))
+                inputs = observations.index(batch.obs, rows)
+                outputs, values = network(inputs)
+                outputs = self.agent.allowed(agent_id, outputs, inputs)
                 loss, step_stats = self.loss(network, outputs, values, batch.actions[rows], batch.old_log_probs[rows],
                                              batch.old_values[rows], batch.advantages[rows], batch.returns[rows], clip)
                 stats.append(step_stats)

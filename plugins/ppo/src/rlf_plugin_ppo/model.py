@@ -21,6 +21,7 @@ from rlf import (
     StateTree,
     observations,
 )
+from rlf.masking import ACTION_MASK_KEY, has_mask
 from rlf.nn import (
     MultiInputEncoder,
     NumpyMLP,
@@ -28,6 +29,7 @@ from rlf.nn import (
     TorchThreads,
     as_tensors,
     init_orthogonal,
+    mask_logits,
     mlp,
     nature_cnn,
 )
@@ -272,6 +274,8 @@ class PPOAgent(Agent):
                        for agent_id, space in spec.action_spaces.items() if isinstance(space, spaces.Box)}
         self.action_offsets = {agent_id: 0 if agent_id in self.bounds else int(spec.action_spaces[agent_id].start)
                                for agent_id in spec.agent_ids}
+        self.masked = {agent_id for agent_id in spec.agent_ids  # rlf.masking: an "action_mask" observation part
+                       if has_mask(spec.observation_spaces[agent_id], spec.action_spaces[agent_id], f"PPO's agent {agent_id!r}")}
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(seed)
         # algo.backend="numpy" acts through numpy views of the same weights (numpy_update.py says why)
@@ -332,11 +336,13 @@ class PPOAgent(Agent):
         extras: dict[str, dict[str, np.ndarray]] = {}
         for agent_id, batch in obs.items():
             network = self.networks[agent_id]
+            inputs = self.tensor(batch)
             if self.recurrent:
                 memory = self._memory(agent_id, observations.rows(batch))
-                outputs, value, self.memory[agent_id] = network.step(self.tensor(batch), memory)
+                outputs, value, self.memory[agent_id] = network.step(inputs, memory)
             else:
-                outputs, value = network(self.tensor(batch))
+                outputs, value = network(inputs)
+            outputs = self.allowed(agent_id, outputs, inputs)
             if hasattr(network, "log_std"):
                 actions[agent_id], extras[agent_id] = self._sample_gaussian(agent_id, network.log_std, outputs, explore)
             else:
@@ -345,6 +351,11 @@ class PPOAgent(Agent):
             if self.recurrent:  # the state this step acted from: the update re-runs sequences from it
                 extras[agent_id]["memory"] = memory.cpu().numpy()
         return Acting(actions, extras)
+
+    def allowed(self, agent_id: str, logits: torch.Tensor, inputs) -> torch.Tensor:
+        """The logits with the actions the observations' mask forbids made impossible (no mask: unchanged);
+        the update scores the rollout's actions under the same masked distribution."""
+        return mask_logits(logits, inputs[ACTION_MASK_KEY]) if agent_id in self.masked else logits
 
     def _sample_categorical(self, agent_id: str, logits: torch.Tensor,
                             explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -200,7 +200,9 @@ def update_agent(learner, agent_id: str, rollout, advantages: np.ndarray, return
         for part in np.array_split(learner.rng.permutation(layout.count), splits):
             columns = torch.from_numpy(part).to(device)
             steps = rows[:, columns].reshape(-1)
-            outputs, values = network.sequence(observations.index(obs, steps), memory[columns], resets[:, columns])
+            inputs = observations.index(obs, steps)
+            outputs, values = network.sequence(inputs, memory[columns], resets[:, columns])
+            outputs = learner.agent.allowed(agent_id, outputs, inputs)
             keep = valid[:, columns].reshape(-1)
             taken = steps[keep]
             loss, step_stats = learner.loss(network, outputs[keep], values[keep], actions[taken],

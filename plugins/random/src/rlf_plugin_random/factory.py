@@ -5,13 +5,17 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from rlf import Acting, Agent, BuildContext, Learner, StateTree, Transitions, observations
+from rlf import Acting, Agent, BuildContext, Learner, StateTree, Transitions, masking, observations
 
 
 class RandomAgent(Agent):
-    def __init__(self, action_spaces: dict[str, spaces.Space], seed: int):
+    def __init__(self, action_spaces: dict[str, spaces.Space], seed: int,
+                 observation_spaces: dict[str, spaces.Space] | None = None):
         self.action_spaces = action_spaces
         self.rng = np.random.default_rng(seed)
+        # rlf.masking: uniform over the allowed actions where the observation has an "action_mask" part
+        self.masked = {agent for agent, space in (observation_spaces or {}).items()
+                       if masking.has_mask(space, action_spaces[agent], f"the random agent {agent!r}")}
 
     def _sample(self, space: spaces.Space, n: int) -> np.ndarray:
         if isinstance(space, spaces.Discrete):
@@ -23,8 +27,14 @@ class RandomAgent(Agent):
         raise TypeError(f"the random agent cannot sample {space}")
 
     def act(self, obs, *, explore: bool = True) -> Acting:
-        return Acting({agent: self._sample(self.action_spaces[agent], observations.rows(batch))
-                       for agent, batch in obs.items()})
+        actions = {}
+        for agent, batch in obs.items():
+            space = self.action_spaces[agent]
+            if agent in self.masked:
+                actions[agent] = space.start + masking.sample_allowed(self.rng, masking.action_mask(batch))
+            else:
+                actions[agent] = self._sample(space, observations.rows(batch))
+        return Acting(actions)
 
     def state_dict(self) -> StateTree:
         return {"rng": self.rng.bit_generator.state}
@@ -48,7 +58,8 @@ class NoLearning(Learner):
 
 
 def build_agent(context: BuildContext) -> RandomAgent:
-    return RandomAgent(context.env_spec.action_spaces, context.seed + context.config.seed_offset)
+    spec = context.env_spec
+    return RandomAgent(spec.action_spaces, context.seed + context.config.seed_offset, spec.observation_spaces)
 
 
 def build_learner(context: BuildContext, agent: RandomAgent) -> NoLearning:

@@ -1,0 +1,59 @@
+"""Action masks (rlf.masking, rlf.nn.mask_logits): the rule every agent applies, and the errors for a mask
+that does not fit the actions. Each algorithm's own test checks that it honours masks in acting and
+learning (plugins/*/tests/*masking*)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from rlf import ConfigError
+from rlf.masking import ACTION_MASK_KEY, action_mask, has_mask, masked_argmax, sample_allowed
+from rlf.nn import mask_logits
+
+
+def dict_space(mask_space):
+    return spaces.Dict({ACTION_MASK_KEY: mask_space, "x": spaces.Box(-1.0, 1.0, (2,), np.float32)})
+
+
+def test_a_mask_part_is_recognised_only_where_it_fits_the_actions():
+    assert has_mask(dict_space(spaces.Box(0, 1, (4,), np.int8)), spaces.Discrete(4))
+    assert has_mask(dict_space(spaces.MultiBinary(4)), spaces.Discrete(4))
+    assert not has_mask(spaces.Box(-1.0, 1.0, (4,), np.float32), spaces.Discrete(4))
+    with pytest.raises(ConfigError, match=r"needs a Box\(0, 1, \(4,\)\)") as wrong_size:
+        has_mask(dict_space(spaces.Box(0, 1, (3,), np.int8)), spaces.Discrete(4), "agent 'a'")
+    assert str(wrong_size.value).startswith("agent 'a'") and "\n" not in str(wrong_size.value)
+    with pytest.raises(ConfigError, match="masks Discrete actions"):
+        has_mask(dict_space(spaces.Box(0, 1, (2,), np.int8)), spaces.Box(-1.0, 1.0, (2,), np.float32))
+
+
+def test_rows_that_allow_nothing_allow_everything():
+    batch = {ACTION_MASK_KEY: np.array([[0, 1, 0], [0, 0, 0]], dtype=np.int8), "x": np.zeros((2, 2))}
+    assert action_mask(batch).tolist() == [[False, True, False], [True, True, True]]
+    assert action_mask(np.zeros((2, 3))) is None
+    logits = torch.tensor([[5.0, 1.0, 3.0], [5.0, 1.0, 3.0]])
+    masked = mask_logits(logits, torch.as_tensor(batch[ACTION_MASK_KEY]))
+    assert masked.argmax(dim=1).tolist() == [1, 0]
+    probs = torch.softmax(masked, dim=1)
+    assert probs[0, 0] == 0 and probs[0, 2] == 0 and torch.equal(masked[1], logits[1])
+    entropy = -(probs * torch.log_softmax(masked, dim=1)).sum(dim=1)
+    assert torch.isfinite(entropy).all() and entropy[0] == 0  # one allowed action: no NaN from 0 * log 0
+
+
+def test_greedy_and_random_choices_keep_to_the_allowed_actions():
+    rng = np.random.default_rng(0)
+    mask = rng.random((2000, 5)) < 0.4
+    mask[~mask.any(axis=1), 0] = True
+    values = rng.normal(size=(2000, 5))
+    greedy = masked_argmax(values, mask)
+    assert mask[np.arange(2000), greedy].all()
+    assert np.array_equal(greedy, np.where(mask, values, -np.inf).argmax(axis=1))
+    drawn = sample_allowed(rng, mask)
+    assert mask[np.arange(2000), drawn].all()
+    # uniform over the allowed ones: a row allowing actions 1 and 3 gets each about half the time
+    row = np.zeros((20000, 5), dtype=bool)
+    row[:, [1, 3]] = True
+    counts = np.bincount(sample_allowed(rng, row), minlength=5)
+    assert counts[[0, 2, 4]].sum() == 0 and abs(counts[1] / 20000 - 0.5) < 0.02
