@@ -70,6 +70,7 @@ class ActorCriticLearner(Learner):
         device = self.agent.device
         net = self.agent.nets[agent_id]
         logits, values = net(self.agent.inputs(agent_id, obs))
+        logits = self.agent.allowed(agent_id, logits, obs)
         log_probs = torch.log_softmax(logits, dim=-1)
         taken = log_probs.gather(1, torch.as_tensor(actions, dtype=torch.int64, device=device)[:, None]).squeeze(1)
         entropy = -(log_probs.exp() * log_probs).sum(dim=-1).mean()

@@ -21,7 +21,8 @@ from rlf import (
     RunningNormalizer,
     StateTree,
 )
-from rlf.nn import ObservationEncoder, as_tensors, mlp
+from rlf.masking import ACTION_MASK_KEY, has_mask
+from rlf.nn import ObservationEncoder, as_tensors, mask_logits, mlp
 from rlf.nn.torch_utils import to_numpy_tree, to_torch_tree
 
 from .config import ActorCriticConfig
@@ -71,6 +72,8 @@ class ActorCriticAgent(Agent):
             self.encoders[agent_id] = encoder
             self.nets[agent_id] = ActorCriticNet(encoder.features, int(action_space.n), config.hidden_sizes).to(device)
         self.action_starts = {a: int(spec.action_spaces[a].start) for a in spec.agent_ids}
+        self.masked = {a for a in spec.agent_ids  # rlf.masking: an "action_mask" observation part
+                       if has_mask(spec.observation_spaces[a], spec.action_spaces[a], f"{self.algorithm}'s agent {a!r}")}
         self.normalizers = ({a: RunningNormalizer(clip=RETURN_CLIP, min_std=RETURN_MIN_STD) for a in spec.agent_ids}
                             if config.normalize_returns else {})
         self.generator = torch.Generator().manual_seed(seed)
@@ -79,6 +82,13 @@ class ActorCriticAgent(Agent):
         if isinstance(obs, dict | tuple):  # Dict/Tuple observations: a tensor per part (a MultiInputEncoder)
             return self.encoders[agent_id](as_tensors(obs, self.device))
         return self.encoders[agent_id](torch.as_tensor(np.asarray(obs), device=self.device))
+
+    def allowed(self, agent_id: str, logits: torch.Tensor, obs) -> torch.Tensor:
+        """The logits with the actions the observations' mask forbids made impossible (no mask: unchanged):
+        acting and the update use the same masked distribution."""
+        if agent_id not in self.masked:
+            return logits
+        return mask_logits(logits, torch.as_tensor(np.asarray(obs[ACTION_MASK_KEY]), device=logits.device))
 
     def observe_returns(self, agent_id: str, returns: np.ndarray) -> None:
         """Fold returns into this agent's statistics and rescale the critic's output layer so that
@@ -105,6 +115,7 @@ class ActorCriticAgent(Agent):
         actions, extras = {}, {}
         for agent_id, batch in obs.items():
             logits, value = self.nets[agent_id](self.inputs(agent_id, batch))
+            logits = self.allowed(agent_id, logits, batch)
             log_probs = torch.log_softmax(logits, dim=-1).cpu()
             if explore:  # sampled on the CPU from this agent's own generator: reproducible on any device
                 chosen = torch.multinomial(log_probs.exp(), 1, generator=self.generator).squeeze(1)
