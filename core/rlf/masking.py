@@ -63,3 +63,39 @@ def sample_allowed(rng: np.random.Generator, mask: np.ndarray) -> np.ndarray:
     """One uniformly drawn allowed action per row (the largest of independent uniforms over the allowed
     entries is uniform over them)."""
     return np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1)
+
+
+class MaskFromInfo(gymnasium.ObservationWrapper):
+    """For envs that give their mask in ``info["action_mask"]`` (Gymnasium's convention for some envs,
+    e.g. Taxi-v4): the observation becomes ``{"observation": obs, "action_mask": mask}``, which every
+    mask-honouring agent reads. Steps whose info has no mask allow every action.
+
+    Use it in the env's factory (``gymnasium.make(...)`` wrapped), or register a wrapped id with
+    ``gymnasium.register`` and train on ``gym:<module>:<id>``."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        if not isinstance(env.action_space, gymnasium.spaces.Discrete):
+            raise ConfigError(f"MaskFromInfo masks Discrete actions, but the env's action space is {env.action_space}")
+        self._n = int(env.action_space.n)
+        self._mask = np.ones(self._n, dtype=np.int8)
+        self.observation_space = gymnasium.spaces.Dict({
+            "observation": env.observation_space, ACTION_MASK_KEY: gymnasium.spaces.Box(0, 1, (self._n,), np.int8)})
+
+    def _take(self, info: dict) -> None:
+        mask = info.get(ACTION_MASK_KEY)
+        self._mask = (np.ones(self._n, dtype=np.int8) if mask is None
+                      else (np.asarray(mask).reshape(self._n) > 0).astype(np.int8))
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self._take(info)
+        return self.observation(obs), info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._take(info)
+        return self.observation(obs), reward, terminated, truncated, info
+
+    def observation(self, observation):
+        return {"observation": observation, ACTION_MASK_KEY: self._mask.copy()}

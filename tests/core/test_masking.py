@@ -57,3 +57,21 @@ def test_greedy_and_random_choices_keep_to_the_allowed_actions():
     row[:, [1, 3]] = True
     counts = np.bincount(sample_allowed(rng, row), minlength=5)
     assert counts[[0, 2, 4]].sum() == 0 and abs(counts[1] / 20000 - 0.5) < 0.02
+
+
+def test_a_mask_given_in_info_becomes_the_observation_s_mask_part():
+    import gymnasium
+
+    from rlf.masking import MaskFromInfo
+
+    env = MaskFromInfo(gymnasium.make("Taxi-v4"))  # Taxi gives its mask in info["action_mask"]
+    assert has_mask(env.observation_space, env.action_space)
+    obs, info = env.reset(seed=0)
+    assert obs[ACTION_MASK_KEY].tolist() == np.asarray(info["action_mask"]).tolist()
+    assert env.observation_space.contains(obs)
+    batch = {key: np.asarray(value)[None] for key, value in obs.items()}
+    allowed = action_mask(batch)[0]
+    obs, _, _, _, info = env.step(int(np.flatnonzero(allowed)[0]))
+    assert obs[ACTION_MASK_KEY].tolist() == np.asarray(info["action_mask"]).tolist()
+    with pytest.raises(ConfigError, match="masks Discrete actions"):
+        MaskFromInfo(gymnasium.make("Pendulum-v1"))
