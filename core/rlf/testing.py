@@ -58,3 +58,23 @@ def restore_only(algo: Any) -> Any:
 
     algo.train(steps=int(algo.counters.get("env_steps", 0)) + 1, callbacks=[_StopAtStart()])
     return algo.strategy
+
+
+MASKED_CHOICE = "gym:rlf.envs.masked_choice:MaskedChoice-v0"
+"""An env whose forbidden actions end the episode at once (``rlf.envs.masked_choice``)."""
+
+
+def masked_choice_lengths(algorithm: str, run_dir: Path, steps: int = 3000, *overrides: str) -> tuple[list[float], float]:
+    """Trains ``algorithm`` on MaskedChoice from the CLI (seed 0, sync envs, a final 10-episode greedy
+    evaluation) and returns (every training episode's length, the evaluation's mean length). An agent
+    that honours action masks gives only full-length episodes (10), exploring or greedy."""
+    from rlf.cli.commands import main
+
+    args = ["train", algorithm, "--env", MASKED_CHOICE, "--steps", str(steps), "--seed", "0", "--no-progress",
+            "--set", "loggers=['csv']", "--set", "vector=sync", "--set", f"eval_interval={steps}",
+            "--set", "eval_episodes=10", *(part for override in overrides for part in ("--set", override)),
+            "--run-dir", str(run_dir)]
+    if main(args) != 0:
+        raise AssertionError(f"rlf {' '.join(args)} failed")
+    lengths = [row["length"] for row in read_csv(run_dir / "episodes.csv")]
+    return lengths, read_csv(run_dir / "eval.csv")[-1]["length"]
