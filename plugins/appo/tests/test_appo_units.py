@@ -180,7 +180,7 @@ def test_chunks_staler_than_max_staleness_are_dropped_unlearned(tmp_path, laggin
 # -- config --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("override,needle", [
     ("algo.actors=0", "actors"), ("algo.rho_bar=0", "rho_bar"), ("algo.max_staleness=0", "max_staleness"),
-    ("algo.c_bar=2.0", "c_bar"), ("algo.value_clip=0.2", "value_clip"), ("algo.rollout_steps=0", "rollout_steps"),
+    ("algo.c_bar=2.0", "c_bar"), ("algo.memory='lstm'", "memory"), ("algo.value_clip=0.2", "value_clip"), ("algo.rollout_steps=0", "rollout_steps"),
     ("algo.actor_restarts=-1", "actor_restarts"), ("algo.advantage_window=-5", "advantage_window")])
 def test_bad_values_are_one_line_errors(override, needle):
     with pytest.raises(ConfigError) as caught:

@@ -51,3 +51,18 @@ def test_explores_more_of_a_sparse_corridor_than_plain_ppo(tmp_path):
              for name in ("ppo", "icm")}
     assert all(icm >= ppo for icm, ppo in zip(cells["icm"], cells["ppo"], strict=True)), cells
     assert sum(cells["icm"]) >= sum(cells["ppo"]) + 5, cells
+
+
+def test_icm_trains_a_recurrent_ppo_policy(tmp_path):
+    """PPO's memory (algo.memory) with the curiosity extension: the extension's loss runs on the valid steps
+    of each sequence minibatch (Minibatch.indices into the flattened rollout, as without memory)."""
+    from rlf.cli.commands import main
+    from rlf.testing import read_csv
+
+    run = tmp_path / "run"
+    assert main(["train", "icm", "--env", "gym:rlf.envs.cartpole_positions:CartPolePositions-v1", "--steps", "1024",
+                 "--no-progress", "--set", "algo.memory='lstm'", "--set", "algo.memory_size=8",
+                 "--set", "algo.rollout_steps=32", "--set", "loggers=['csv']", "--set", "log_interval=256",
+                 "--run-dir", str(run)]) == 0
+    rows = [row for row in read_csv(run / "metrics.csv") if "forward_loss" in row]
+    assert rows and all(row["forward_loss"] > 0 and row["inverse_loss"] > 0 for row in rows)

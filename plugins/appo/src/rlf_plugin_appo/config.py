@@ -75,6 +75,9 @@ class APPOConfig(PPOConfig, ActorLearnerConfig):
             raise ValueError("algo.value_clip is PPO's: APPO regresses on V-trace targets; set algo.value_clip=0")
         if self.target_kl > 0:
             raise ValueError("algo.target_kl is PPO's: APPO has no early stop; set algo.target_kl=0")
+        if self.memory != "none":
+            raise ValueError(f"algo.memory={self.memory!r} is PPO's: APPO's V-trace update reads single steps, not "
+                             "sequences; set algo.memory='none' or train ppo")
         if self.c_bar > self.rho_bar:
             raise ValueError(f"algo.c_bar ({self.c_bar:g}) must not exceed algo.rho_bar ({self.rho_bar:g}): "
                              "V-trace assumes c-bar <= rho-bar")
