@@ -1,17 +1,15 @@
-"""Action masks (rlf.masking, rlf.nn.mask_logits): the rule every agent applies, and the errors for a mask
-that does not fit the actions. Each algorithm's own test checks that it honours masks in acting and
-learning (plugins/*/tests/*masking*)."""
+"""Action masks (rlf.masking): the rule every agent applies, and the errors for a mask that does not fit the
+actions. The core env has no torch: rlf.nn.mask_logits is tested with PPO (plugins/ppo/tests/test_ppo_masking.py).
+Each algorithm's own test checks that it honours masks in acting and learning (plugins/*/tests/*masking*)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from gymnasium import spaces
 
 from rlf import ConfigError
 from rlf.masking import ACTION_MASK_KEY, action_mask, has_mask, masked_argmax, sample_allowed
-from rlf.nn import mask_logits
 
 
 def dict_space(mask_space):
@@ -33,13 +31,6 @@ def test_rows_that_allow_nothing_allow_everything():
     batch = {ACTION_MASK_KEY: np.array([[0, 1, 0], [0, 0, 0]], dtype=np.int8), "x": np.zeros((2, 2))}
     assert action_mask(batch).tolist() == [[False, True, False], [True, True, True]]
     assert action_mask(np.zeros((2, 3))) is None
-    logits = torch.tensor([[5.0, 1.0, 3.0], [5.0, 1.0, 3.0]])
-    masked = mask_logits(logits, torch.as_tensor(batch[ACTION_MASK_KEY]))
-    assert masked.argmax(dim=1).tolist() == [1, 0]
-    probs = torch.softmax(masked, dim=1)
-    assert probs[0, 0] == 0 and probs[0, 2] == 0 and torch.equal(masked[1], logits[1])
-    entropy = -(probs * torch.log_softmax(masked, dim=1)).sum(dim=1)
-    assert torch.isfinite(entropy).all() and entropy[0] == 0  # one allowed action: no NaN from 0 * log 0
 
 
 def test_greedy_and_random_choices_keep_to_the_allowed_actions():

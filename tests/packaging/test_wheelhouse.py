@@ -93,5 +93,6 @@ def test_the_wheels_carry_the_presets_rlf_train_uses(icm_venv: Path, tmp_path: P
     listed = subprocess.run([str(icm_venv / "bin" / "rlf"), "list"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=300, env={**os.environ, "PYTHONPATH": ""}).stdout
     ppo = next(line for line in listed.splitlines() if line.split()[:1] == ["ppo"])
-    assert "presets: gym:CartPole-v1, gym:HalfCheetah-v5, gym:Hopper-v5, gym:Pendulum-v1, gym:Walker2d-v5, mario" in ppo
+    assert ("presets: gym:CartPole-v1, gym:HalfCheetah-v5, gym:Hopper-v5, gym:Pendulum-v1, gym:Walker2d-v5, "
+            "gym:rlf.envs.cartpole_positions:CartPolePositions-v1, mario") in ppo
     assert "presets: mario" in listed, listed

@@ -25,6 +25,20 @@ def masked_obs(rng, n):
     return {ACTION_MASK_KEY: mask, "x": rng.uniform(-1, 1, (n, 3)).astype(np.float32)}
 
 
+def test_masked_logits_give_forbidden_actions_no_probability_and_keep_the_entropy_finite():
+    import torch
+
+    from rlf.nn import mask_logits
+
+    logits = torch.tensor([[5.0, 1.0, 3.0], [5.0, 1.0, 3.0]])
+    masked = mask_logits(logits, torch.tensor([[0, 1, 0], [0, 0, 0]], dtype=torch.int8))
+    assert masked.argmax(dim=1).tolist() == [1, 0]  # a row that allows nothing allows everything
+    probs = torch.softmax(masked, dim=1)
+    assert probs[0, 0] == 0 and probs[0, 2] == 0 and torch.equal(masked[1], logits[1])
+    entropy = -(probs * torch.log_softmax(masked, dim=1)).sum(dim=1)
+    assert torch.isfinite(entropy).all() and entropy[0] == 0  # one allowed action: no NaN from 0 * log 0
+
+
 def test_acting_keeps_to_allowed_actions_and_the_update_scores_them_under_the_mask():
     agent, learner = make_pair(single_spec(obs_space=SPACE, action_space=spaces.Discrete(5), num_envs=64),
                                epochs=1, minibatches=1)
