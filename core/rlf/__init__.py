@@ -36,6 +36,7 @@ from rlf.interfaces import (
     Resume,
     Rollout,
     StateTree,
+    StepResult,
     Transitions,
 )
 from rlf.lazy import lazy_exports
@@ -65,13 +66,13 @@ _LAZY = {
     "RunningNormalizer": ("nn.normalize", "RunningNormalizer"),
     "Trainer": ("training.trainer", "Trainer"),
     "TrainStrategy": ("training.strategy", "TrainStrategy"),
-    "StepResult": ("training.strategy", "StepResult"),
     "BaseStrategy": ("training.strategy", "BaseStrategy"),
     "EpisodeTracker": ("training.episodes", "EpisodeTracker"),
     "OnPolicyStrategy": ("training.on_policy", "OnPolicyStrategy"),
     "OffPolicyStrategy": ("training.off_policy", "OffPolicyStrategy"),
     "collect_rollout": ("training.on_policy", "collect_rollout"),
     "registry": ("plugins.loading", "registry"),
+    "plugin_call": ("training.startup", "plugin_call"),
     "VectorEnv": ("envs.base", "VectorEnv"),
     "StepBatch": ("envs.base", "StepBatch"),
     "EnvFactory": ("envs.base", "EnvFactory"),
@@ -93,6 +94,6 @@ __all__ = [
     "BuildContext", "Callback", "CheckpointError", "CollectorConfig", "ConfigError", "EnvConfig", "EnvSpec", "EpsilonSchedule",
     "ExplorationConfig", "IncompatibleError", "Learner", "PolicyExport", "OffPolicyConfig", "OnPolicyConfig", "PluginError",
     "Logger", "RegisterAlgorithm", "RegisterCallback", "RegisterCollector", "RegisterEnvironment",
-    "RegisterLogger", "RegisterStrategy", "Resume", "RlfError", "Rollout", "RunConfig", "StateTree", "StrategyFamily", "StrictModel", "Transitions",
+    "RegisterLogger", "RegisterStrategy", "Resume", "RlfError", "Rollout", "RunConfig", "StateTree", "StepResult", "StrategyFamily", "StrictModel", "Transitions",
     "UnknownNameError", "hookimpl", *_LAZY,
 ]

@@ -37,7 +37,7 @@ from rlf.storage import checkpoint as ckpt
 from rlf.storage import files, run_state, rundir
 from rlf.storage.lock import RunDirLock
 from rlf.training.episodes import EpisodeTracker
-from rlf.training.startup import build_strategy
+from rlf.training.strategy import build_strategy
 from rlf.training.trainer import Trainer, seed_global_rngs, set_rng_state
 
 _TRAINING = threading.Lock()

@@ -65,6 +65,25 @@ StateTree = dict[str, Any]
 """Nested dicts/lists of numpy arrays, numbers, strings, bools and None: what checkpoints hold."""
 
 
+@dataclass
+class StepResult:
+    """What one ``TrainStrategy.step`` did; the Trainer adds ``env_steps`` to its counters, writes
+    ``metrics`` into the next metrics row (averaged with other steps' since the last row) and hands
+    ``episodes`` to the loggers."""
+
+    env_steps: int
+    """Env steps taken in this step, all envs together (N envs stepped T times: N * T)."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """The learner's numbers (losses, entropy...) of this step, if it learned."""
+    episodes: list[dict[str, float]] = field(default_factory=list)
+    """One row per episode that ended: return(s), length, env metrics, as ``EpisodeTracker.update``
+    returns them (the strategy calls it after every env step; the Trainer never sees raw steps)."""
+    partial: bool = False
+    """The step stopped early at a held stop signal (``TrainStrategy.stop_requested``), its unfinished
+    unit kept in the strategy's ``state_dict`` and finished by the next ``step``, which reports it all:
+    a partial step reports nothing (``StepResult(0, partial=True)``) and the Trainer checkpoints and stops."""
+
+
 @dataclass(frozen=True)
 class Resume:
     """What every plugin is told when training continues from a checkpoint (``on_resume``): where the run

@@ -14,7 +14,7 @@ from support import install_fake_plugin
 
 from rlf import hookimpl
 from rlf.plugins import load_registry
-from rlf.plugins.loading import near_miss_group
+from rlf.plugins.discovery import near_miss_group
 
 LIGHT = '''
 from rlf import EnvConfig, hookimpl

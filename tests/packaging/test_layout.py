@@ -131,3 +131,64 @@ def test_no_core_module_imports_another_ones_private_names():
                 crossing += [f"{path.relative_to(ROOT)}: {alias.name} from {node.module}" for alias in node.names
                              if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert not crossing, crossing
+
+
+def _core_import_graph() -> dict[str, set[str]]:
+    """Every import between core modules, lazy ones inside functions and ``TYPE_CHECKING`` ones included:
+    a cycle through an annotation still means neither module can be read, or moved, without the other."""
+    import ast
+
+    root = ROOT / "core"
+    modules = {}
+    for path in (root / "rlf").rglob("*.py"):
+        if "templates" in path.parts:
+            continue
+        parts = path.relative_to(root).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join([*base, node.module] if node.module else base) if node.level else node.module or ""
+                for alias in node.names:
+                    target = f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module
+                    if target in modules and target != name:
+                        graph[name].add(target)
+            elif isinstance(node, ast.Import):
+                graph[name].update(alias.name for alias in node.names if alias.name in modules and alias.name != name)
+    return graph
+
+
+def test_the_core_has_no_import_cycle_not_even_through_annotations_or_lazy_imports():
+    graph = _core_import_graph()
+    assert len(graph) > 60 and graph["rlf.training.trainer"], "the graph reads the core's imports"
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert not cycles, f"core modules that import each other (directly or in a ring): {cycles}"

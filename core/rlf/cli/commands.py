@@ -358,7 +358,7 @@ def _plugins(args) -> int:
         from rlf.plugins.check import check_plugins
 
         return check_plugins(registry(), as_json=args.json)
-    from rlf.plugins.loading import unseen_plugins
+    from rlf.plugins.discovery import unseen_plugins
     from rlf.plugins.specs import PluginInfo
 
     reg = registry()

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlf.envs.state import ADAPTERS, StateAdapter, generator_from_state, generator_state, pack, unpack
+from rlf.envs.state_protocol import (
+    ADAPTERS,
+    StateAdapter,
+    generator_from_state,
+    generator_state,
+    pack,
+    unpack,
+)
 from rlf.interfaces import StateTree
 
 

@@ -1,8 +1,9 @@
 """Callbacks: what the Trainer tells the outside world while it trains, and how the outside world
 asks it to stop.
 
-A callback overrides the events it needs; every event gets the ``Trainer`` first (its ``counters``,
-``run``, ``run_dir``, ``recent`` episodes and ``latest`` metrics). Loggers (``rlf_register_loggers``:
+A callback overrides the events it needs; every event gets the trainer first, seen through
+``TrainerView`` (its ``counters``, ``run``, ``run_dir``, ``recent`` episodes and ``latest`` metrics, and
+``request_stop``, ``checkpoint``, ``emit``). Loggers (``rlf_register_loggers``:
 CSV, TensorBoard, the progress bar, MLflow...) are callbacks selected by ``run.loggers``; plugins
 register other callbacks with ``rlf_register_callbacks`` (selected by ``run.callbacks``) and the Python
 API takes instances (``algo.train(callbacks=[...])``). Two are built in: ``PeriodicEval``
@@ -14,14 +15,46 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from rlf.interfaces import Resume, StateTree
-    from rlf.training.strategy import StepResult
-    from rlf.training.trainer import Trainer
+    from rlf.config import RunConfig
+    from rlf.interfaces import Resume, StateTree, StepResult
+
+
+
+class TrainerView(Protocol):
+    """What callbacks, loggers and hooks may use of the trainer that runs them (``rlf.Trainer`` is one).
+    Everything else on the trainer is its own and may change between releases."""
+
+    counters: dict[str, int]
+    """``env_steps``, ``iterations`` and ``episodes`` so far (a resumed run's include the checkpoint's)."""
+    run: RunConfig
+    run_dir: Path
+    recent: Sequence[dict[str, float]]
+    """The last 100 episodes' rows, oldest first."""
+    latest: dict[str, float]
+    """The last learning step's metrics."""
+    resume: Resume | None
+    """The resume event of a resumed run (also given to ``on_resume``); None on a fresh run."""
+
+    def request_stop(self, reason: str) -> None:
+        """End the run after the current step, with a checkpoint; ``reason`` is printed and kept."""
+
+    def checkpoint(self, name: str | None = None) -> Path | None:
+        """Write a checkpoint now (``name``: beside the run's own, e.g. ``best.rlf``); its path, or None
+        where the run keeps none."""
+
+    def emit(self, event: str, *args: Any) -> None:
+        """Send ``event`` (an ``on_*`` method name) to every callback, as the trainer's own events go."""
+
+    def interruptible(self) -> AbstractContextManager[None]:
+        """For long work a stop signal may cut short (an evaluation's episodes): a Ctrl-C or SIGTERM inside
+        raises KeyboardInterrupt there at once; elsewhere in a callback it waits until the callback returns."""
+
 
 BEST_CHECKPOINT = "best.rlf"
 BEST_FILE = "best.json"
@@ -43,30 +76,30 @@ class Callback:
     def load_state_dict(self, state: StateTree) -> None:
         """On a resume, what ``state_dict`` returned at the checkpoint (before ``on_resume``)."""
 
-    def on_resume(self, trainer: Trainer, resume: Resume) -> None:
+    def on_resume(self, trainer: TrainerView, resume: Resume) -> None:
         """Training continues from a checkpoint (``rlf.Resume``: its env step, and whether the episodes
         under way were restored). Rows a killed run wrote after ``resume.env_step`` are not part of the
         run any more: a logger that appends to a file cuts it back here."""
 
-    def on_start(self, trainer: Trainer) -> None:
+    def on_start(self, trainer: TrainerView) -> None:
         """Training starts (or resumes); the strategy is set up."""
 
-    def on_step(self, trainer: Trainer, result: StepResult) -> None:
+    def on_step(self, trainer: TrainerView, result: StepResult) -> None:
         """After every strategy step; ``trainer.counters`` already count it. Keep it cheap."""
 
-    def on_episode_end(self, trainer: Trainer, episodes: list[dict[str, float]]) -> None:
+    def on_episode_end(self, trainer: TrainerView, episodes: list[dict[str, float]]) -> None:
         """Episodes that ended in this step, one row each (with ``env_step``)."""
 
-    def on_log(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+    def on_log(self, trainer: TrainerView, metrics: dict[str, float]) -> None:
         """The metrics row written every ``log_interval`` env steps."""
 
-    def on_eval(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+    def on_eval(self, trainer: TrainerView, metrics: dict[str, float]) -> None:
         """Results of an evaluation during training (``return``, ``length``, env metrics, ``env_step``)."""
 
-    def on_checkpoint(self, trainer: Trainer, path: Path) -> None:
+    def on_checkpoint(self, trainer: TrainerView, path: Path) -> None:
         """A checkpoint was written to ``path``."""
 
-    def on_end(self, trainer: Trainer, summary: dict[str, float]) -> None:
+    def on_end(self, trainer: TrainerView, summary: dict[str, float]) -> None:
         """Training reached its budget or was stopped by a callback; the final checkpoint is written."""
 
     def close(self) -> None:
@@ -97,7 +130,7 @@ class PeriodicEval(Callback):
         self.last_result: dict[str, float] | None = None
         self.best: float | None = None
 
-    def on_start(self, trainer: Trainer) -> None:
+    def on_start(self, trainer: TrainerView) -> None:
         steps = trainer.counters["env_steps"]
         self.next_eval = (steps // self.interval + 1) * self.interval
         best = trainer.run_dir / BEST_FILE
@@ -110,16 +143,16 @@ class PeriodicEval(Callback):
                 print(f"rlf: warning: {best} is not the record rlf writes (JSON with a finite {self.metric!r}); "
                       "the next evaluation replaces it and best.rlf", file=sys.stderr)
 
-    def on_step(self, trainer: Trainer, result: StepResult) -> None:
+    def on_step(self, trainer: TrainerView, result: StepResult) -> None:
         if trainer.counters["env_steps"] >= self.next_eval:
             self._run(trainer)
             self.next_eval = (trainer.counters["env_steps"] // self.interval + 1) * self.interval
 
-    def on_end(self, trainer: Trainer, summary: dict[str, float]) -> None:
+    def on_end(self, trainer: TrainerView, summary: dict[str, float]) -> None:
         if self.last_eval != trainer.counters["env_steps"]:
             self._run(trainer)
 
-    def _run(self, trainer: Trainer) -> None:
+    def _run(self, trainer: TrainerView) -> None:
         steps = trainer.counters["env_steps"]
         with trainer.interruptible():  # episodes can take minutes (Mario): Ctrl-C must not wait for them
             metrics = {**self.evaluate(self.episodes), "env_step": steps}
@@ -154,7 +187,7 @@ class StopAt(Callback):
         return (f"stop_at.metric {self.metric!r} is not {where} (its columns: {shown}); name one of them, "
                 f"e.g. --set 'stop_at={{metric=\"{example}\", value=475}}'")
 
-    def _check(self, trainer: Trainer, key: str, metrics: dict[str, Any]) -> None:
+    def _check(self, trainer: TrainerView, key: str, metrics: dict[str, Any]) -> None:
         found = metrics.get(key)
         if found is None or not math.isfinite(found):
             return
@@ -162,7 +195,7 @@ class StopAt(Callback):
             trainer.request_stop(f"{self.metric} = {found:.4g} {self.mode} {self.value:g} "
                                  f"at env step {trainer.counters['env_steps']}")
 
-    def on_log(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+    def on_log(self, trainer: TrainerView, metrics: dict[str, float]) -> None:
         if self.metric.startswith("eval/"):
             return
         if self.metric not in metrics and "mean_return" in metrics:
@@ -175,7 +208,7 @@ class StopAt(Callback):
                 raise ConfigError(self._unknown(metrics, f"in {self.rows_without} metrics rows"))
         self._check(trainer, self.metric, metrics)
 
-    def on_eval(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+    def on_eval(self, trainer: TrainerView, metrics: dict[str, float]) -> None:
         if self.metric.startswith("eval/"):
             key = self.metric.removeprefix("eval/")
             if key not in metrics:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from rlf.errors import PluginError
-from rlf.plugins.loading import unseen_plugins
+from rlf.plugins.discovery import unseen_plugins
 from rlf.plugins.specs import Registry, check_builders
 
 # A fresh process that loads the one plugin and prints what `_watch_heavy` saw of it
@@ -86,7 +86,7 @@ def check_plugins(registry: Registry, as_json: bool = False) -> int:
     for name, packages in heavy.items():
         print(f"rlf: warning: plugin {name!r} imports {', '.join(packages)} as it loads (its entry module or "
               "its registration hooks), so every rlf command, `rlf list` included, waits for it; import them "
-              "only in the builders, named as \"module:function\" strings (docs/PLUGIN_GUIDE.md)", file=sys.stderr)
+              "only in the builders, named as \"module:function\" strings (docs/plugin-guide/index.md)", file=sys.stderr)
     if rows:
         print(f"rlf: error: {len(rows)} plugin problem(s) found; reinstall, fix or uninstall the plugins "
               "named above", file=sys.stderr)

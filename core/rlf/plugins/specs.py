@@ -15,11 +15,11 @@ from pydantic import BaseModel
 
 from rlf.config import AlgorithmConfig, EnvConfig, StrictModel
 from rlf.errors import PluginError, UnknownNameError
+from rlf.plugins.discovery import ENTRY_POINT_GROUP, requested_plugins, unseen_plugins
 
 API_VERSION = 1
 """The core API a plugin declares with a module attribute ``RLF_API_VERSION``; bumped on breaking changes."""
 
-ENTRY_POINT_GROUP = "rlf"
 
 
 class StrategyFamily(StrEnum):
@@ -278,8 +278,6 @@ class Registry:
 def _unknown(kind: str, name: str, known: list[str], errors: dict[str, str]) -> str:
     from importlib.metadata import PackageNotFoundError, distribution
 
-    from rlf.plugins.loading import unseen_plugins  # only now: it reads every installed distribution
-
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     installed = ", ".join(known) or "none"
@@ -308,8 +306,6 @@ def _unknown(kind: str, name: str, known: list[str], errors: dict[str, str]) -> 
 def _installed_advice(provider: str, kind: str, name: str) -> str:
     import os
     from importlib.metadata import distribution
-
-    from rlf.plugins.loading import requested_plugins
 
     requested = requested_plugins()
     ours = [ep.name for ep in distribution(provider).entry_points if ep.group == ENTRY_POINT_GROUP]

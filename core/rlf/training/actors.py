@@ -9,8 +9,9 @@ import os
 import queue
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,9 +19,6 @@ from rlf import observations
 from rlf.envs.collectors import make_vector_env
 from rlf.interfaces import BuildContext, StateTree
 from rlf.training.episodes import EpisodeTracker
-
-if TYPE_CHECKING:  # the strategy forks actors from itself: a type, not an import cycle
-    from rlf.training.off_policy import OffPolicyStrategy
 
 CHUNK_ENV_STEPS = 64
 """Env steps per ``step()`` call (and per actor message), so per-call costs are paid once per chunk."""
@@ -183,21 +181,37 @@ def _latest(inbox) -> Any:
     return latest
 
 
-def run_actor(strategy: OffPolicyStrategy, index: int, seed: int, inbox) -> None:
-    """An actor process: an ``ActorWorker`` sending chunks and loading pushed weights."""
-    reports, stop, heartbeats = strategy._reports, strategy._stop, strategy._heartbeats
+@dataclass
+class ActorHost:
+    """What a forked actor process (``run_actor``) shares with the process that started it; handed over
+    by fork, never pickled, so the queues and shared arrays are the host's own."""
+
+    job: ActorJob
+    worker_init: Callable[[], None]
+    """The learner's ``worker_init``, called first in the actor process."""
+    reports: Any
+    """A multiprocessing queue the actor puts ``("chunk", (index, chunk))`` and ``("error", line)`` on."""
+    stop: StopFlag
+    heartbeats: Any
+    """A shared array of doubles, one per actor: the actor's last ``time.monotonic()`` of progress."""
+
+
+def run_actor(host: ActorHost, index: int, seed: int, inbox) -> None:
+    """An actor process: an ``ActorWorker`` sending chunks and loading pushed weights (from ``inbox``;
+    in lockstep (``host.job.lockstep``) a chunk starts only when the host sends weights or None)."""
+    reports, stop, heartbeats = host.reports, host.stop, host.heartbeats
     # Ctrl-C reaches the whole process group: the main process checkpoints and stops the actors
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
-    lockstep = strategy._lockstep
+    lockstep = host.job.lockstep
 
     def running() -> bool:
         return not stop.is_set() and os.getppid() == parent
 
     try:
-        strategy.learner.worker_init()
+        host.worker_init()
         # in-process envs: a daemonic actor may not start env subprocesses of its own
-        worker = ActorWorker(strategy._job, seed)
+        worker = ActorWorker(host.job, seed)
         worker.load(inbox.get())
         first = True
         while running():

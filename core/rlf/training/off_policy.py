@@ -23,6 +23,7 @@ from rlf.training.actors import (
     ACTOR_SEED_STRIDE,
     CHUNK_ENV_STEPS,
     QUEUE_POLL_S,
+    ActorHost,
     ActorJob,
     ActorPool,
     StopFlag,
@@ -124,11 +125,12 @@ class OffPolicyStrategy(BaseStrategy):
         # each actor stamps time.monotonic() (one clock for all processes) here as it makes progress
         self._heartbeats = ctx.Array("d", [time.monotonic()] * count, lock=False)
         self._next_health_check = 0.0
+        host = ActorHost(self._job, self.learner.worker_init, self._reports, self._stop, self._heartbeats)
         for index in range(count):
             inbox = ctx.Queue()
             inbox.put(weights)
             process = ctx.Process(target=run_actor, name=f"rlf-actor-{index}", daemon=True,
-                                  args=(self, index, seeds[index], inbox))
+                                  args=(host, index, seeds[index], inbox))
             process.start()
             self._weight_queues.append(inbox)
             self.actors.append(process)

@@ -1,6 +1,5 @@
 """Start-up: the agent and learner built in a background thread while the envs start, a plugin's
-builder failures as one line, supervision settings handed to whatever envs were built, and the
-strategy family an algorithm names.
+builder failures as one line, and supervision settings handed to whatever envs were built.
 """
 
 from __future__ import annotations
@@ -9,16 +8,12 @@ import os
 import sys
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rlf.envs.base import VectorEnv
-from rlf.envs.collectors import Collector
 from rlf.envs.workers import Supervision
 from rlf.errors import RlfError, guarded, plugin_failure
 from rlf.interfaces import BuildContext
-
-if TYPE_CHECKING:
-    from rlf.training.strategy import TrainStrategy
 
 
 class BackgroundBuild:
@@ -132,13 +127,3 @@ def supervise(envs: VectorEnv, run: Any, algorithm: Any, restarts_used: int = 0)
     if restarts_used and hasattr(envs, "restarts"):
         envs.restarts = restarts_used
     envs.acting = f"algorithm {algorithm.name!r} (plugin {algorithm.plugin})"
-
-
-def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
-                   collector: Collector, strategy: Any = None) -> TrainStrategy:
-    """The strategy ``algorithm.family`` names, from ``strategy`` (a ``StrategySpec``) or the registry."""
-    if strategy is None:
-        from rlf.plugins.loading import registry
-
-        strategy = registry().strategy(algorithm.family, algorithm)
-    return strategy.strategy(algorithm, env_name, env_factory, context, collector)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Any
 
 from rlf import observations
@@ -15,7 +14,7 @@ from rlf.envs.base import VectorEnv, describe_env
 from rlf.envs.collectors import SYNC, Collector
 from rlf.envs.state import StateUnavailable, restore_vector, vector_state
 from rlf.errors import guarded
-from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, Resume, StateTree
+from rlf.interfaces import Agent, BuildContext, EnvSpec, Learner, Resume, StateTree, StepResult
 from rlf.training.episodes import EpisodeTracker
 from rlf.training.signals import stop_pending
 from rlf.training.startup import (
@@ -24,25 +23,6 @@ from rlf.training.startup import (
     plugin_call,
     supervise,
 )
-
-
-@dataclass
-class StepResult:
-    """What one ``TrainStrategy.step`` did; the Trainer adds ``env_steps`` to its counters, writes
-    ``metrics`` into the next metrics row (averaged with other steps' since the last row) and hands
-    ``episodes`` to the loggers."""
-
-    env_steps: int
-    """Env steps taken in this step, all envs together (N envs stepped T times: N * T)."""
-    metrics: dict[str, float] = field(default_factory=dict)
-    """The learner's numbers (losses, entropy...) of this step, if it learned."""
-    episodes: list[dict[str, float]] = field(default_factory=list)
-    """One row per episode that ended: return(s), length, env metrics, as ``EpisodeTracker.update``
-    returns them (the strategy calls it after every env step; the Trainer never sees raw steps)."""
-    partial: bool = False
-    """The step stopped early at a held stop signal (``TrainStrategy.stop_requested``), its unfinished
-    unit kept in the strategy's ``state_dict`` and finished by the next ``step``, which reports it all:
-    a partial step reports nothing (``StepResult(0, partial=True)``) and the Trainer checkpoints and stops."""
 
 
 class TrainStrategy(ABC):
@@ -343,7 +323,7 @@ def _same_spec(a: EnvSpec, b: EnvSpec) -> bool:
 def say_fresh_episodes(reason: str) -> None:
     """The one line a resume that cannot continue its episodes prints (not an error: today's behaviour)."""
     print(f"resume: starting fresh episodes ({reason}); exact resume needs vector=sync and envs with "
-          "get_state/set_state (docs/PLUGIN_GUIDE.md)", file=sys.stderr)
+          "get_state/set_state (docs/plugin-guide/env-state.md)", file=sys.stderr)
 
 
 def _unavailable_reason(inflight: Any) -> str | None:
@@ -354,3 +334,13 @@ def _unavailable_reason(inflight: Any) -> str | None:
     if "unavailable" in inflight:
         return f"the checkpoint holds no env state: {inflight['unavailable']}"
     return None
+
+
+def build_strategy(algorithm: Any, env_name: str, env_factory: Any, context: BuildContext,
+                   collector: Collector, strategy: Any = None) -> TrainStrategy:
+    """The strategy ``algorithm.family`` names, from ``strategy`` (a ``StrategySpec``) or the registry."""
+    if strategy is None:
+        from rlf.plugins.loading import registry
+
+        strategy = registry().strategy(algorithm.family, algorithm)
+    return strategy.strategy(algorithm, env_name, env_factory, context, collector)

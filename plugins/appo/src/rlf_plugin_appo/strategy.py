@@ -21,10 +21,10 @@ from dataclasses import replace
 import numpy as np
 
 import rlf
+from rlf import plugin_call
 from rlf.errors import ConfigError, EnvWorkerError, PluginRunError
 from rlf.interfaces import StateTree
 from rlf.training.actors import ACTOR_SEED_STRIDE, ActorJob
-from rlf.training.startup import plugin_call
 
 from .actors import ActorsLost, LocalActorPool
 from .agent import VERSION_KEY

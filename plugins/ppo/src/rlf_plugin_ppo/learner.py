@@ -10,9 +10,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlf import BuildContext, CheckpointError, Learner, Rollout, StateTree, compute_gae, observations
+from rlf import (
+    BuildContext,
+    CheckpointError,
+    Learner,
+    Rollout,
+    RunningNormalizer,
+    StateTree,
+    compute_gae,
+    observations,
+)
 from rlf.nn import as_tensors
-from rlf.nn.normalize import RunningNormalizer
 from rlf.nn.torch_utils import (
     load_optimizer_state,
     set_torch_rng_state,

@@ -19,6 +19,7 @@ from rlf import (
     EnvSpec,
     PolicyExport,
     StateTree,
+    checkpoint,
     observations,
 )
 from rlf.masking import ACTION_MASK_KEY, has_mask
@@ -34,7 +35,6 @@ from rlf.nn import (
     nature_cnn,
 )
 from rlf.nn.torch_utils import resolve_device, to_numpy_tree, to_torch_tree
-from rlf.storage import checkpoint
 
 from .config import PPOConfig
 
