@@ -1,6 +1,6 @@
-"""The plugin guide's examples, run as written: every ```python block of docs/PLUGIN_GUIDE.md that starts with a
-``# rlf_plugin_<name>/<module>.py`` line is written out as that file of a package, which is then loaded as a
-plugin and trained with. A guide example that stops working fails here, not in a reader's hands."""
+"""The plugin guide's examples, run as written: every ```python block of the guide's pages (docs/plugin-guide/)
+that starts with a ``# rlf_plugin_<name>/<module>.py`` line is written out as that file of a package, which is
+then loaded as a plugin and trained with. A guide example that stops working fails here, not in a reader's hands."""
 
 from __future__ import annotations
 
@@ -19,13 +19,26 @@ import rlf
 from rlf.api import make
 from rlf.plugins import load_registry
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "PLUGIN_GUIDE.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "plugin-guide"
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 HEADER = re.compile(r"# (rlf_plugin_\w+)/(\w+)\.py")
 
 
+def guide_pages() -> list[Path]:
+    return sorted(GUIDE.glob("*.md"))
+
+
 def guide_blocks() -> list[str]:
-    return BLOCK.findall(GUIDE.read_text(encoding="utf-8"))
+    return [block for page in guide_pages() for block in BLOCK.findall(page.read_text(encoding="utf-8"))]
+
+
+def test_every_example_of_the_guide_is_on_its_pages():
+    # the guide was one page with 15 python blocks, 6 of them files of the example plugins (written out and
+    # trained with below) and the callback example; splitting it into pages must not lose one
+    blocks = guide_blocks()
+    assert len(guide_pages()) >= 10 and len(blocks) >= 15
+    assert sum(bool(HEADER.match(block)) for block in blocks) >= 6
+    assert sum("class StopOnNaN" in block for block in blocks) == 1
 
 
 @pytest.fixture
@@ -112,9 +125,10 @@ def test_the_logger_example_writes_each_row_once_across_a_kill_and_resume(guide_
 
 
 def test_the_callback_example_stops_a_run_whose_metric_is_nan(guide_packages, tmp_path):
-    source = next(block for block in guide_blocks() if "class StopOnNaN" in block)
+    page, source = next((page, block) for page in guide_pages()
+                        for block in BLOCK.findall(page.read_text(encoding="utf-8")) if "class StopOnNaN" in block)
     module = types.ModuleType("guide_stop_on_nan")
-    exec(compile(source, str(GUIDE), "exec"), module.__dict__)  # noqa: S102 - the project's own docs
+    exec(compile(source, str(page), "exec"), module.__dict__)  # noqa: S102 - the project's own docs
     class NaNOnce(rlf.Callback):  # a learner whose loss became NaN, as the loggers see it
         def on_log(self, trainer, metrics):
             if trainer.counters["env_steps"] >= 150:

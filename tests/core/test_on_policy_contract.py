@@ -49,7 +49,7 @@ BrokenPlugin = namespace["BrokenPlugin"]
 
 MISSING = ('plugin \'broken\' (algorithm \'no-value-pg\'): act() returned no extras["value"] for agent \'agent\'; '
            "an on-policy agent returns the value estimate of each observation (shape (N,)) beside its actions "
-           "(docs/PLUGIN_GUIDE.md)")
+           "(docs/plugin-guide/contracts.md)")
 COLUMN = ('plugin \'broken\' (algorithm \'column-value-pg\'): act() returned extras["value"] of shape (8, 1) '
           "for 8 observations; expected (8,)")
 

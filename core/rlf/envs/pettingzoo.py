@@ -24,7 +24,7 @@ class ParallelVector(VectorEnv):
 
     Where every agent's observations share shape and dtype, the batch's per-agent dicts are
     ``AgentBatch`` es (one (agents, N, ...) array behind them, see ``rlf.AgentBatch``); where every env
-    also has ``step_arrays`` (the optional batched step protocol, docs/PLUGIN_GUIDE.md), envs are
+    also has ``step_arrays`` (the optional batched step protocol, docs/plugin-guide/step-arrays.md), envs are
     stepped through it instead of ``step``'s per-agent dicts.
     """
 

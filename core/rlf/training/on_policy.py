@@ -104,7 +104,7 @@ def check_value_extras(acting: Acting, obs: AgentArrays, owner: str) -> None:
         if "value" not in extras:
             raise PluginError(f'{owner}: act() returned no extras["value"] for agent {a!r}; an on-policy agent '
                               "returns the value estimate of each observation (shape (N,)) beside its actions "
-                              "(docs/PLUGIN_GUIDE.md)")
+                              "(docs/plugin-guide/contracts.md)")
         n = observations.rows(batch)
         shape = tuple(np.shape(extras["value"]))
         if shape != (n,):

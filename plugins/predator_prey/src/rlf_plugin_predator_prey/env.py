@@ -201,7 +201,7 @@ class PredatorPreyEnv(ParallelEnv):
         return observations, rewards, terms, truncs, infos
 
     def step_arrays(self, actions: list[Any]):
-        """rlf's batched step protocol (docs/PLUGIN_GUIDE.md): ``step`` without the per-agent dicts.
+        """rlf's batched step protocol (docs/plugin-guide/step-arrays.md): ``step`` without the per-agent dicts.
 
         ``actions`` in ``possible_agents`` order (entries of agents not in ``self.agents`` ignored).
         Returns the next observations as one (agents, state_dim) float32 array (zeros for agents that
