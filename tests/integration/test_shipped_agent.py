@@ -2,8 +2,8 @@
 
 The file is weights only (``rlf export``) and was trained before several refactors of the core, the PPO
 plugin and the Mario plugin. Its greedy episode from the start every episode shares (``noop_max=0``) is
-deterministic: the emulator is, and so is an argmax over the same network. The results page and the
-README say that episode clears World 1-1 in about 300 agent steps (x 3,161); a change to the
+deterministic: the emulator is, and so is an argmax over the same network. The results page
+(docs/results/mario-1-1.md) says that episode clears World 1-1 in about 300 agent steps (x 3,161); a change to the
 observation pipeline, the model or the checkpoint loader that alters what the agent sees or does
 shows up here as a stall, long before a user's `rlf eval` would.
 """

@@ -89,7 +89,7 @@ class DQNLearner(Learner):
             self.targets[agent_id] = target
             # fused: one kernel updates every parameter instead of a Python loop over them (same Adam
             # update); with foreach gradient clipping it cut the CPU time of a CartPole gradient step
-            # (256x256 MLP, batch 64) from 1.69 to 1.33 ms (docs/BENCHMARKS.md)
+            # (256x256 MLP, batch 64) from 1.69 to 1.33 ms (docs/benchmarks/2026-11-30.md)
             self.optimizers[agent_id] = torch.optim.Adam(net.parameters(), lr=config.lr, eps=config.adam_eps,
                                                          fused=self._fast_kernels or None)
             self.buffers[agent_id] = make_replay(config, agent, agent_id)

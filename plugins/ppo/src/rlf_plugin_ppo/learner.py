@@ -90,7 +90,7 @@ class PPOLearner(Learner):
             groups.append({"params": self.extension_parameters})
         # fused: one kernel updates every parameter instead of torch's per-parameter Python loop (the
         # same Adam update); with foreach gradient clipping it cut a 64-sample minibatch step of SB3's
-        # default 64x64 networks by a quarter (docs/BENCHMARKS.md). Other devices take torch's default.
+        # default 64x64 networks by a quarter (docs/benchmarks/2026-11-30.md). Other devices take torch's default.
         self._fast_kernels = self.device.type in ("cpu", "cuda")
         self.optimizer = torch.optim.Adam(groups, lr=config.lr, eps=config.adam_eps, fused=self._fast_kernels or None)
         # algo.backend="numpy": small MLPs on the CPU learn with numpy_update.py's hand-derived step (the
