@@ -266,3 +266,10 @@ def test_continuous_ppo_comparison_without_sb3_is_one_line(tmp_path):
 def test_onnx_acting_bad_input_is_one_line(argv, message):
     done = run(str(REPO / "benchmarks" / "onnx_acting.py"), *argv)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [message], done.stderr
+
+
+@pytest.mark.parametrize("rounds", ["0", "-3"])
+def test_import_time_refuses_a_round_count_that_measures_nothing(rounds):
+    done = run(str(REPO / "benchmarks" / "import_time.py"), "--rounds", rounds)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "benchmarks/import_time.py: --rounds must be a positive number of rounds, such as 15"
