@@ -37,8 +37,9 @@ from rlf.storage import checkpoint as ckpt
 from rlf.storage import files, run_state, rundir
 from rlf.storage.lock import RunDirLock
 from rlf.training.episodes import EpisodeTracker
+from rlf.training.rng import rng_state, seed_global_rngs, set_rng_state
 from rlf.training.strategy import build_strategy
-from rlf.training.trainer import Trainer, seed_global_rngs, set_rng_state
+from rlf.training.trainer import Trainer
 
 _TRAINING = threading.Lock()
 """Held while a train() runs: the global generators it seeds belong to the process (see Algorithm.train)."""
@@ -180,8 +181,6 @@ class Algorithm:
         context = self._context(env_spec)
         if self._pending is None and self.strategy is not None and self.strategy.agent is not None:
             # train() again on the same object continues, exactly as a resume from a checkpoint would
-            from rlf.training.trainer import rng_state
-
             self._pending = {"strategy": self.strategy.state_dict(), "rng": rng_state(), "trainer": self._loop,
                              "callbacks": self._callback_states}
         self.strategy = build_strategy(self.resolved.algorithm, run.env, self.factory, context, self._collector(),
@@ -274,8 +273,6 @@ class Algorithm:
 
     def save(self, path: Path | str) -> Path:
         """Write a self-describing checkpoint of the current state to ``path``."""
-        from rlf.training.trainer import rng_state
-
         path = Path(path)
         if self.strategy is not None and self.strategy.agent is not None:
             trainer_state = {"counters": dict(self.counters), "rng": rng_state(),

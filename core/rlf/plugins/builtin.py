@@ -19,7 +19,7 @@ def rlf_register_environments(register):
 
 @hookimpl
 def rlf_register_strategies(register: RegisterStrategy):
-    register("on-policy", strategy="rlf.training.on_policy:OnPolicyStrategy", config=OnPolicyConfig,
+    register("on-policy", strategy="rlf.training.overlap:on_policy_strategy", config=OnPolicyConfig,
              description="vectorized rollouts with GAE, one update per rollout")
     register("off-policy", strategy="rlf.training.off_policy:OffPolicyStrategy", config=OffPolicyConfig,
              description="every step's transitions to the learner, epsilon schedules, optional actor processes")

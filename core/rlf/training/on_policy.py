@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from rlf import observations
 from rlf.envs.base import StepBatch, VectorEnv
-from rlf.errors import ConfigError, PluginError
+from rlf.errors import CheckpointError, PluginError
 from rlf.finite import act_on
-from rlf.interfaces import Acting, Agent, AgentArrays, Learner, Rollout, StateTree
+from rlf.interfaces import Acting, Agent, AgentArrays, Rollout, StateTree
 from rlf.plugins.specs import StrategyFamily
 from rlf.training.episodes import EpisodeTracker
-from rlf.training.startup import learn_call, plugin_call
+from rlf.training.startup import learn_call
 from rlf.training.strategy import BaseStrategy, StepResult
 
 
@@ -236,33 +235,23 @@ def collect_rollout(envs, agent: Agent, obs: AgentArrays, steps: int, tracker: E
 
 
 class OnPolicyStrategy(BaseStrategy):
-    """Collect a rollout, learn from it, repeat; with ``algo.overlap_update`` the learning of one rollout
-    runs beside the collection of the next.
+    """Collect a rollout, learn from it, repeat (with ``algo.overlap_update`` the family builds the variant
+    in ``rlf.training.overlap`` instead, which learns from one rollout while it collects the next).
 
-    Overlap: the learner updates the agent's networks in place in a worker thread, so the envs are acted
-    on by a second agent built the same way (``behaviour``), which loads ``learner.weights()`` after each
-    update and otherwise keeps its own sampling stream. The rollout collected during an update waits for
-    the next ``step`` (``self._ahead``), in a checkpoint too (``ahead``): a checkpoint changes nothing
-    of what the run does next, so a resumed run and one never stopped stay identical, and the schedule,
-    not the machine's timing, decides every step.
-
-    Stop signals: without overlap a rollout stops at the next vector step once a stop signal is held,
-    and the checkpoint keeps the rollout under way (``partial``) where the envs' state is saved with it,
-    so the resumed run finishes it exactly; where it is not, the stop rolls back to the rollout's start
-    (its env steps and episodes are not counted). With overlap the step (a rollout beside an update)
-    finishes first.
+    Stop signals: a rollout stops at the next vector step once a stop signal is held, and the checkpoint
+    keeps the rollout under way (``partial``) where the envs' state is saved with it, so the resumed run
+    finishes it exactly; where it is not, the stop rolls back to the rollout's start (its env steps and
+    episodes are not counted).
     """
 
     family = StrategyFamily.ON_POLICY
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.behaviour: Agent | None = None
-        self._ahead: Rollout | None = None
-        self._learning: Future | None = None
-        self._pool: ThreadPoolExecutor | None = None
         self._partial: RolloutInProgress | None = None
         """The rollout a stop signal interrupted, finished by the next ``step``."""
+        self._ahead: Rollout | None = None
+        """A rollout collected and not yet learned from: only a checkpoint of an overlapped run has one."""
         self._saved_work: tuple[StateTree | None, StateTree | None] = (None, None)
         """A checkpoint's ``partial`` and ``ahead``, applied once ``setup`` has restored the envs."""
 
@@ -285,8 +274,6 @@ class OnPolicyStrategy(BaseStrategy):
         return learn_call(self.algorithm, self.learner.learn, rollout)
 
     def step(self, limit: int) -> StepResult:
-        if getattr(self.context.config, "overlap_update", False):
-            return self._overlapped_step(limit)
         if self._ahead is not None:  # saved with overlap_update on, resumed with it off: learned first
             ahead, self._ahead = self._ahead, None
             self._learn(ahead)
@@ -298,70 +285,8 @@ class OnPolicyStrategy(BaseStrategy):
         metrics.update(self.agent.metrics())
         return StepResult(rollout.num_steps, metrics, episodes)
 
-    # -- overlap_update ------------------------------------------------------------------------------
-    def _overlapped_step(self, limit: int) -> StepResult:
-        behaviour = self._behaviour()
-        episodes: list[dict[str, float]] = []
-        collected = 0
-        rollout, self._ahead = self._ahead, None
-        if rollout is None:  # the first step, or the first after a checkpoint: nothing to learn beside yet
-            rollout, episodes = self._collect(behaviour, limit)
-            collected = rollout.num_steps
-        if limit - collected <= 0:  # the budget ends with this rollout: nothing to collect beside its update
-            metrics = self._learn(rollout)
-            self._give_weights()
-        else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlf-learner")
-            self._learning = self._pool.submit(learn_call, self.algorithm, self.learner.learn, rollout)
-            try:
-                self._ahead, more = self._collect(behaviour, limit - collected)
-            finally:
-                metrics = self._join()  # also when collection failed: the update is never left running
-            collected += self._ahead.num_steps
-            episodes.extend(more)
-            if limit - collected <= 0:  # the budget ends here: no rollout may wait for an update never made
-                ahead, self._ahead = self._ahead, None
-                self._learn(ahead)
-                self._give_weights()
-        metrics.update(behaviour.metrics())
-        return StepResult(collected, metrics, episodes)
-
-    def _behaviour(self) -> Agent:
-        if self.behaviour is None:
-            if type(self.learner).weights is Learner.weights:
-                raise ConfigError(
-                    f"algo.overlap_update=true: algorithm {getattr(self.algorithm, 'name', '?')!r} has no "
-                    "Learner.weights() that leaves out the agent's sampling state, which the acting copy "
-                    "loads after every update; set algo.overlap_update=false")
-            agent = plugin_call(self.algorithm, "build_agent", self.algorithm.build_agent, self.context)
-            agent.load_state_dict(self.agent.state_dict())  # the same weights and sampling stream
-            self.behaviour = agent
-        return self.behaviour
-
-    def _join(self) -> dict[str, float]:
-        """The running update's metrics once it is done, the acting copy given its weights; {} if none ran."""
-        learning, self._learning = self._learning, None
-        if learning is None:
-            return {}
-        try:
-            metrics = learning.result()
-        except BaseException:
-            if not learning.done():  # interrupted while waiting: keep it, a checkpoint waits for it again
-                self._learning = learning
-            raise
-        self._give_weights()
-        return metrics
-
-    def _give_weights(self) -> None:
-        self.behaviour.load_state_dict(self.learner.weights())
-
     def state_dict(self) -> StateTree:
-        self._join()  # an update still running (a stop that did not wait): the checkpoint holds its result
         state = super().state_dict()
-        if self.behaviour is not None:
-            # the copy that acted holds the sampling stream; its weights are the learner's since the last join
-            state["agent"] = self.behaviour.state_dict()
         if self._ahead is not None:
             state["ahead"] = dataclasses.asdict(self._ahead)
         if self._partial is not None:
@@ -385,8 +310,6 @@ class OnPolicyStrategy(BaseStrategy):
     def _apply_saved_work(self, continued: bool) -> None:
         """The checkpoint's rollouts: the one waiting for its update, and the one a stop interrupted if
         its episodes continue (else it is dropped, and the episodes that ended in it with it)."""
-        from rlf.errors import CheckpointError
-
         (partial, ahead), self._saved_work = self._saved_work, (None, None)
         try:
             if ahead is not None:
@@ -398,12 +321,3 @@ class OnPolicyStrategy(BaseStrategy):
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"the checkpoint's rollout under way is unusable ({type(exc).__name__}: {exc}); "
                                   "it was not written by this rlf or was edited") from None
-
-    def teardown(self) -> None:
-        try:
-            self._learning = None
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)  # an update still running ends first
-                self._pool = None
-        finally:
-            super().teardown()

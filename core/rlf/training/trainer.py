@@ -5,7 +5,6 @@ the metric rows; the strategy owns how experience is collected and learned from,
 from __future__ import annotations
 
 import contextlib
-import random
 import re
 import time
 from collections import deque
@@ -13,7 +12,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlf.config import RunConfig
@@ -22,6 +20,7 @@ from rlf.finite import BadObservation, check_step, check_weights, observation_er
 from rlf.interfaces import Resume
 from rlf.logging.callbacks import Callback
 from rlf.logging.means import average_metrics, episode_means
+from rlf.training.rng import rng_state
 from rlf.training.signals import SHIELD as _SHIELD
 from rlf.training.signals import sigint_shielded
 from rlf.training.signals import sigterm_as_interrupt as sigterm_as_interrupt  # where callers have found it
@@ -30,26 +29,6 @@ from rlf.training.strategy import StepResult, TrainStrategy
 
 class Interrupted(Exception):
     """Training was stopped by Ctrl-C (or SIGTERM under `sigterm_as_interrupt`); a checkpoint was written first."""
-
-
-def rng_state() -> dict[str, Any]:
-    version, keys, pos, has_gauss, cached = np.random.get_state()
-    return {"python": random.getstate(),
-            "numpy": {"version": version, "keys": keys, "pos": pos, "has_gauss": has_gauss, "cached": cached}}
-
-
-def seed_global_rngs(seed: int) -> None:
-    """Python's and numpy's global generators, from the run's seed at the start of a new run: code that
-    draws from them (a plugin, a library) repeats with the seed, and checkpoints hold the same state."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    python = state["python"]
-    random.setstate((python[0], tuple(python[1]), python[2]))
-    n = state["numpy"]
-    np.random.set_state((n["version"], n["keys"], int(n["pos"]), int(n["has_gauss"]), float(n["cached"])))
 
 
 class Trainer:
