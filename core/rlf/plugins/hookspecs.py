@@ -99,7 +99,7 @@ def rlf_register_collectors(register: RegisterCollector):
 
     ``build_actor_pool(job, config)`` (optional, same string form) hosts the off-policy strategy's
     actors (``algo.actors > 0``) where this collector hosts envs; it gets an
-    ``rlf.training.off_policy.ActorJob`` and returns an ``ActorPool``. Without it, actors are local
+    ``rlf.training.actors.ActorJob`` and returns an ``ActorPool``. Without it, actors are local
     processes whatever ``run.vector`` is."""
 
 
