@@ -1,7 +1,7 @@
 """MkDocs hooks (mkdocs.yml ``hooks:``): pages generated from the code, and links that work both on
 the repository's files and on the site.
 
-* ``index.md`` is README.md and ``plugins/<name>.md`` each plugin's README: one source, not copies.
+* ``index.md`` is README.md, ``changelog.md`` CHANGELOG.md, and ``plugins/<name>.md`` each plugin's README: one source, not copies.
 * ``reference/configs.md`` lists every field of every built-in plugin's config (their pydantic models,
   through the same registry and ``describe`` that ``rlf config`` uses), ``reference/cli.md`` the
   ``--help`` of every ``rlf`` subcommand. Plugins are loaded from the source tree, not from what is
@@ -36,6 +36,8 @@ _sources: dict[str, str] = {}  # site page path -> its file in the repository
 def _repo_to_site(repo_path: str) -> str | None:
     if repo_path == "README.md":
         return "index.md"
+    if repo_path == "CHANGELOG.md":
+        return "changelog.md"
     if repo_path.startswith("docs/"):
         return repo_path.removeprefix("docs/")
     match = re.fullmatch(r"plugins/([^/]+)/README\.md", repo_path)
@@ -71,6 +73,7 @@ def on_files(files: Files, config, **kwargs) -> Files:
         _sources[uri] = source
 
     add("index.md", (ROOT / "README.md").read_text(), "README.md")
+    add("changelog.md", (ROOT / "CHANGELOG.md").read_text(), "CHANGELOG.md")
     for plugin in PLUGINS:
         add(f"plugins/{plugin.name}.md", (plugin / "README.md").read_text(), f"plugins/{plugin.name}/README.md")
     add("reference/configs.md", configs_page(), "docs/reference/configs.md")

@@ -114,7 +114,7 @@ class LinearPGLearner(Learner):
             losses.append(float(np.mean(err ** 2)))
         return {"value_loss": float(np.mean(losses)) if losses else 0.0}
 
-    def state_dict(self, include_replay=True):
+    def state_dict(self):
         return {"updates": self.updates}
 
     def load_state_dict(self, state):
@@ -198,7 +198,7 @@ class TabularQLearner(Learner):
                 self.updates += 1
         return {"table_updates": float(self.updates)}
 
-    def state_dict(self, include_replay=True):
+    def state_dict(self):
         return {"updates": self.updates}
 
     def load_state_dict(self, state):

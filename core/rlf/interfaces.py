@@ -276,8 +276,9 @@ class Learner(ABC):
         return self.agent.state_dict()
 
     @abstractmethod
-    def state_dict(self, include_replay: bool = True) -> StateTree:
-        """Everything a resume needs beyond the agent: optimizers, counters, RNGs, replay."""
+    def state_dict(self) -> StateTree:
+        """Everything a resume needs beyond the agent: optimizers, counters, RNGs, and replay unless the
+        run sets ``save_replay = false`` (``context.run.save_replay``, read when the learner is built)."""
 
     @abstractmethod
     def load_state_dict(self, state: StateTree) -> None: ...

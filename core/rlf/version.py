@@ -1,3 +1,3 @@
 """The core's version, importable without importing the package's API (plugin discovery reads it)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -82,7 +82,7 @@ class RecordingLearner(Learner):
         self.agent.version = len(self.calls) // 50
         return {"calls": float(len(self.calls))}
 
-    def state_dict(self, include_replay=True):
+    def state_dict(self):
         return {"calls": len(self.calls)}
 
     def load_state_dict(self, state):

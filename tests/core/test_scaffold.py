@@ -58,7 +58,7 @@ def test_rlf_new_writes_a_plugin_and_says_what_next(tmp_path: Path, capsys):
     assert "rlf-plugin-my-algo" in printed and "pytest" in printed and "rlf train my-algo" in printed
     algo_dir = tmp_path / "rlf-plugin-my-algo"
     pyproject = (algo_dir / "pyproject.toml").read_text()
-    assert 'my-algo = "rlf_plugin_my_algo.plugin"' in pyproject and "rlf>=0.1,<0.2" in pyproject
+    assert 'my-algo = "rlf_plugin_my_algo.plugin"' in pyproject and "rlf>=0.2,<0.3" in pyproject
     assert "RLF_API_VERSION = 1" in (algo_dir / "src" / "rlf_plugin_my_algo" / "plugin.py").read_text()
     assert main(["new", "collector", "my-count", "--dir", str(tmp_path)]) == 0
     assert "--set vector=my-count" in capsys.readouterr().out
@@ -170,4 +170,4 @@ def test_names_follow_the_projects_conventions():
     values = scaffold.names("my-algo")
     assert values["package"] == "rlf_plugin_my_algo" and values["dist"] == "rlf-plugin-my-algo"
     assert values["Class"] == "MyAlgo"
-    assert sys.modules["rlf"].__version__.startswith("0.1")
+    assert sys.modules["rlf"].__version__.startswith("0.2")

@@ -56,10 +56,13 @@ def test_constraints_pin_the_cpu_torch_of_this_machine():
 def test_plugin_is_a_standard_distribution(plugin: str):
     meta = project(plugin)
     assert meta["name"] == f"rlf-plugin-{plugin.replace('_', '-')}"
-    assert meta["version"] == "0.1.0"
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert meta["version"] == core, f"{meta['name']} is version {meta['version']}; every distribution is {core}"
     assert meta["requires-python"] == ">=3.11"
     deps = meta.get("dependencies", [])
-    assert "rlf>=0.1,<0.2" in deps, f"{meta['name']} must depend on rlf>=0.1,<0.2, has {deps}"
+    major, minor = (int(part) for part in core.split(".")[:2])
+    same_minor = f"rlf>={major}.{minor},<{major}.{minor + 1}"  # a minor release may change the plugin contract
+    assert same_minor in deps, f"{meta['name']} must depend on {same_minor}, has {deps}"
     for dep in deps:
         name = requirement_name(dep)
         if name == "torch":

@@ -218,7 +218,7 @@ class BaseStrategy(TrainStrategy):
 
     def state_dict(self) -> StateTree:
         return {"agent": self.agent.state_dict(),
-                "learner": self.learner.state_dict(include_replay=self.context.run.save_replay),
+                "learner": self.learner.state_dict(),
                 "episodes": self.tracker.state_dict(),
                 "resets": self._reset_count + 1,
                 "inflight": self._inflight_state()}

@@ -77,7 +77,7 @@ class CountingLearner(Learner):
                 raise ValueError("boom")
         return {"value_loss": float(np.mean(rollout.returns["agent"] ** 2))}
 
-    def state_dict(self, include_replay=True):
+    def state_dict(self):
         return {}
 
     def load_state_dict(self, state):

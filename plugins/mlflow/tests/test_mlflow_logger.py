@@ -39,7 +39,7 @@ class NoLearning(Learner):
     def learn(self, transitions):
         return {"loss": 0.25}
 
-    def state_dict(self, include_replay=True):
+    def state_dict(self):
         return {}
 
     def load_state_dict(self, state):

@@ -49,7 +49,7 @@ def test_lockstep_ray_actors_hand_the_learner_what_local_actors_hand_it(local_ra
     replay = remote.buffers["agent"]
     assert len(replay) == 512
     # every transition, in order (the replay), and so every gradient step (weights, optimizer, targets)
-    assert_trees_equal(remote.state_dict(include_replay=True), local.state_dict(include_replay=True))
+    assert_trees_equal(remote.state_dict(), local.state_dict())
     episodes = read_csv(tmp_path / "ray" / "episodes.csv")
     assert len(episodes) >= 10 and episodes == read_csv(tmp_path / "sync" / "episodes.csv")
 

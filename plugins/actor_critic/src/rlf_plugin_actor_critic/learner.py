@@ -92,7 +92,7 @@ class ActorCriticLearner(Learner):
         the update count (rlf-plugin-a3c's workers hold a lock here; a single process holds nothing)."""
         return contextlib.nullcontext()
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         with self._shared():
             return {"optimizers": {a: optimizer_state(opt) for a, opt in self.optimizers.items()},
                     "updates": self.updates}

@@ -168,7 +168,7 @@ class APPOLearner(Learner):
         return _Targets(result.vs, result.advantages, values, rhos)
 
     # -- checkpoints ----------------------------------------------------------------------------
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         return {"optimizer": snapshot(self.optimizer.state_dict()), "updates": self.updates,
                 "env_steps": self.env_steps, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
                 "advantage_stats": self.advantage_stats.state_dict()}

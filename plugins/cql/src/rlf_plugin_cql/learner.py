@@ -62,7 +62,7 @@ class CQLLearner(Learner):
     def weights(self) -> StateTree:
         return self.agent.weights()
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         return {"updates": self.updates}
 
     def load_state_dict(self, state: StateTree) -> None:

@@ -14,4 +14,5 @@ def build_agent(context: BuildContext) -> DQNAgent:
 
 
 def build_learner(context: BuildContext, agent: DQNAgent) -> DQNLearner:
-    return DQNLearner(agent, context.config, context.seed, encoder_state_dim(context.env_spec))
+    return DQNLearner(agent, context.config, context.seed, encoder_state_dim(context.env_spec),
+                      save_replay=context.run.save_replay)

@@ -63,9 +63,11 @@ def _part_dtype(part) -> np.dtype:
 
 
 class DQNLearner(Learner):
-    def __init__(self, agent: DQNAgent, config: DQNConfig, seed: int, state_dim: int | None = None):
+    def __init__(self, agent: DQNAgent, config: DQNConfig, seed: int, state_dim: int | None = None,
+                 save_replay: bool = True):
         self.agent = agent
         self.config = config
+        self.save_replay = save_replay
         self.device = agent.device
         self.state_dim = state_dim
         self.rng = np.random.default_rng(seed + 1)
@@ -208,7 +210,7 @@ class DQNLearner(Learner):
     def worker_init(self) -> None:
         set_threads(1)  # forked actors that use torch's inherited thread pool can deadlock
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         state: StateTree = {
             "targets": {a: to_numpy_tree(t.state_dict()) for a, t in self.targets.items()},
             "optimizers": {a: optimizer_state(o) for a, o in self.optimizers.items()},
@@ -216,7 +218,7 @@ class DQNLearner(Learner):
             "steps_since_update": self.steps_since_update,
             "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
         }
-        if include_replay:
+        if self.save_replay:  # run.save_replay
             state["replay"] = {a: b.state_dict() for a, b in self.buffers.items()}
         return state
 

@@ -78,7 +78,7 @@ class IQLLearner(Learner):
     def weights(self) -> StateTree:
         return self.agent.weights()
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         return {"updates": self.updates}
 
     def load_state_dict(self, state: StateTree) -> None:

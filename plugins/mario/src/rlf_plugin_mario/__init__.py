@@ -7,4 +7,4 @@ Importing this package stays light; the emulator is imported when an environment
     env = make_mario(MarioConfig(world=1, stage=1))
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -46,8 +46,8 @@ class MixedLearner(Learner):
     def weights(self) -> StateTree:
         return self.agent.weights()
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
-        return {name: learner.state_dict(include_replay) for name, learner in self.learners.items()}
+    def state_dict(self) -> StateTree:
+        return {name: learner.state_dict() for name, learner in self.learners.items()}
 
     def load_state_dict(self, state: StateTree) -> None:
         for name, learner in self.learners.items():

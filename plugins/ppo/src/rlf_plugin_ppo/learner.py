@@ -374,7 +374,7 @@ class PPOLearner(Learner):
                          dones=batch.dones[rows])
 
     # -- checkpoints ----------------------------------------------------------------------------
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         state = {"optimizer": snapshot(self.optimizer.state_dict()), "env_steps": self.env_steps,
                  "updates": self.updates, "rng": self.rng.bit_generator.state, "torch_rng": torch_rng_state(),
                  "extension": self.extension.state_dict() if self.extension is not None else {}}

@@ -50,7 +50,7 @@ class NoLearning(Learner):
     def learn(self, experience: Transitions) -> dict[str, float]:
         return {}
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         return {}
 
     def load_state_dict(self, state: StateTree) -> None:

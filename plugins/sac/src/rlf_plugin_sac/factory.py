@@ -14,4 +14,4 @@ def build_agent(context: BuildContext) -> SACAgent:
 
 
 def build_learner(context: BuildContext, agent: SACAgent) -> SACLearner:
-    return SACLearner(agent, context.config, context.seed)
+    return SACLearner(agent, context.config, context.seed, save_replay=context.run.save_replay)

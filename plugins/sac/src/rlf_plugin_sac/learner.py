@@ -25,9 +25,10 @@ from .model import SACAgent, TwinQ
 class SACLearner(Learner):
     """One replay, one twin critic, one target copy and one temperature per agent id."""
 
-    def __init__(self, agent: SACAgent, config: SACConfig, seed: int):
+    def __init__(self, agent: SACAgent, config: SACConfig, seed: int, save_replay: bool = True):
         self.agent = agent
         self.config = config
+        self.save_replay = save_replay
         self.device = agent.device
         spec = agent.spec
         self.rng = np.random.default_rng(seed + 1)
@@ -151,7 +152,7 @@ class SACLearner(Learner):
         # forked actor processes that use torch's inherited thread pool can deadlock
         set_threads(1)
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         state: StateTree = {
             "critics": {a: to_numpy_tree(c.state_dict()) for a, c in self.critics.items()},
             "targets": {a: to_numpy_tree(t.state_dict()) for a, t in self.targets.items()},
@@ -163,7 +164,7 @@ class SACLearner(Learner):
             "rng": self.rng.bit_generator.state,
             "generator": {"device": self.device.type, "state": self.generator.get_state().numpy()},
         }
-        if include_replay:
+        if self.save_replay:  # run.save_replay
             state["replay"] = {a: b.state_dict() for a, b in self.buffers.items()}
         return state
 

@@ -94,7 +94,7 @@ class ReinforceLearner(Learner):
             losses.append(loss.item())
         return {"policy_loss": float(np.mean(losses))}
 
-    def state_dict(self, include_replay: bool = True) -> StateTree:
+    def state_dict(self) -> StateTree:
         return {"optimizers": {a: optimizer_state(o) for a, o in self.optimizers.items()}}
 
     def load_state_dict(self, state: StateTree) -> None:
