@@ -19,9 +19,9 @@ MODULE_EXPORTS = {("rlf", "checkpoint"), ("rlf", "torch_utils")}
 
 PACKAGES = ["rlf", "rlf.envs", "rlf.nn", "rlf.plugins", "rlf.cli"]
 
-NEEDS_TORCH = {"rlf.nn.networks", "rlf.nn.onnx_export"}
-"""The only core modules that import torch at import time: the network toolkit plugins build on, and the
-ONNX exporter, which only `rlf export RUN FILE.onnx` loads (the core never imports either on its own)."""
+NEEDS_TORCH = {"rlf.nn.networks", "rlf.nn.numpy_mlp", "rlf.nn.onnx_export"}
+"""The only core modules that import torch at import time: the network toolkit plugins build on (and its
+numpy acting path), and the ONNX exporter, which only `rlf export RUN FILE.onnx` loads (the core never imports either on its own)."""
 
 
 @pytest.mark.parametrize("package", PACKAGES)
