@@ -117,11 +117,13 @@ def test_death_ends_the_episode_with_metrics(default_env):
     total, steps, info, terminated, truncated = run_episode(default_env, RIGHT)
     assert terminated and not truncated and info["died"] and not info["flag_get"]
     metrics = info["episode_metrics"]
-    assert set(metrics) == {"x_pos_max", "flag", "level_finished", "raw_return"}
+    assert set(metrics) == {"x_pos_max", "flag", "level_finished", "raw_return", "cells_visited"}
     assert all(type(v) is float for v in metrics.values())
     assert metrics["flag"] == 0.0 and metrics["level_finished"] == 0.0
     assert metrics["raw_return"] == pytest.approx(total)
     assert metrics["x_pos_max"] >= info["x_pos"] > 256
+    # running right passes through every tile column between the start and the furthest x
+    assert metrics["cells_visited"] >= (metrics["x_pos_max"] - 40) // 16
     # the next episode starts afresh
     _, info = default_env.reset()
     assert info["x_pos"] == 40 and "episode_metrics" not in info
@@ -185,10 +187,23 @@ def test_episode_stats_flag_and_level_change():
     stats.reset(start)
     stats.update({**start, "x_pos": 900}, 5.0)
     stats.update({**start, "x_pos": 300, "world": 4, "stage": 1}, -1.0)  # a warp pipe: next level, no flag
-    assert stats.metrics() == {"x_pos_max": 900.0, "flag": 0.0, "level_finished": 1.0, "raw_return": 4.0}
+    assert stats.metrics() == {"x_pos_max": 900.0, "flag": 0.0, "level_finished": 1.0, "raw_return": 4.0,
+                               "cells_visited": 0.0}  # these infos carry no y_pos
     stats.reset(start)
     stats.update({**start, "x_pos": 3100, "flag_get": True}, 15.0)
-    assert stats.metrics() == {"x_pos_max": 3100.0, "flag": 1.0, "level_finished": 1.0, "raw_return": 15.0}
+    assert stats.metrics() == {"x_pos_max": 3100.0, "flag": 1.0, "level_finished": 1.0, "raw_return": 15.0,
+                               "cells_visited": 0.0}
+
+
+def test_cells_visited_counts_distinct_tiles_of_one_episode():
+    stats = EpisodeStats()
+    start = {"x_pos": 40, "y_pos": 79, "world": 1, "stage": 1, "flag_get": False}
+    stats.reset(start)  # tile (2, 4)
+    for x, y in ((47, 79), (60, 79), (64, 79), (64, 100), (64, 79), (40, 79)):  # (2, 4) (3, 4) (4, 4) (4, 6)
+        stats.update({**start, "x_pos": x, "y_pos": y}, 0.0)
+    assert stats.metrics()["cells_visited"] == 4.0
+    stats.reset(start)  # a new episode counts afresh
+    assert stats.metrics()["cells_visited"] == 1.0
 
 
 def test_make_mario_accepts_a_mapping_and_closes_twice():

@@ -104,8 +104,16 @@ def lives_left(life: int) -> int:
     return -1 if life == GAME_OVER_LIFE else life
 
 
+CELL_PX = 16
+"""The side of a coverage cell in level pixels: one tile of the NES level grid (1-1 is about 210 x 15)."""
+
+
 class EpisodeStats:
-    """What ``info["episode_metrics"]`` reports for one episode (as the learner sees episodes)."""
+    """What ``info["episode_metrics"]`` reports for one episode (as the learner sees episodes).
+
+    ``cells_visited`` counts the distinct level tiles (``CELL_PX`` square, from ``x_pos``/``y_pos``) Mario
+    was in at an agent step: coverage, which tells an episode that explored (jumped onto pipes, went back,
+    climbed) from one that ran as far along the floor; ``x_pos_max`` alone cannot."""
 
     def __init__(self) -> None:
         self.reset({"x_pos": 0, "world": 1, "stage": 1, "flag_get": False})
@@ -116,16 +124,24 @@ class EpisodeStats:
         self.start = (int(info["world"]), int(info["stage"]))
         self.flag = bool(info["flag_get"])
         self.moved_on = False
+        self.cells: set[tuple[int, int]] = set()
+        self._visit(info)
 
     def update(self, info: Mapping[str, Any], raw_reward: float) -> None:
         self.raw_return += raw_reward
         self.x_pos_max = max(self.x_pos_max, int(info["x_pos"]))
         self.flag = self.flag or bool(info["flag_get"])
         self.moved_on = self.moved_on or (int(info["world"]), int(info["stage"])) != self.start
+        self._visit(info)
+
+    def _visit(self, info: Mapping[str, Any]) -> None:
+        if "y_pos" in info:  # every step's info has it; the placeholder before the first reset does not
+            self.cells.add((int(info["x_pos"]) // CELL_PX, int(info["y_pos"]) // CELL_PX))
 
     def metrics(self) -> dict[str, float]:
         return {"x_pos_max": float(self.x_pos_max), "flag": float(self.flag),
-                "level_finished": float(self.flag or self.moved_on), "raw_return": float(self.raw_return)}
+                "level_finished": float(self.flag or self.moved_on), "raw_return": float(self.raw_return),
+                "cells_visited": float(len(self.cells))}
 
 
 class MarioEnv(gymnasium.Env):
