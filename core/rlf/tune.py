@@ -263,6 +263,10 @@ class TuneOptions:
     study_dir: Path | None = None
     storage: str | None = None
     keep_pruned: bool = False
+    launcher: str = "processes"
+    """Where the ``jobs`` worker loops run: ``processes`` (this machine) or a plugin's (``ray``)."""
+    address: str | None = None
+    """The launcher's cluster (``ray``: local, auto, ray://HOST:10001, HOST:PORT; unset: its default)."""
 
     @property
     def study_name(self) -> str:
@@ -441,12 +445,21 @@ def _open_study(options: TuneOptions, worker: int = 0, create: bool = False):
 
 def _lost(trial) -> bool:
     """A trial whose process died (killed, or stopped with Ctrl-C) rather than one that failed."""
-    return trial.state.name == "FAIL" and "error" not in trial.user_attrs
+    return trial.state.name == "FAIL" and "error" not in trial.user_attrs and not _surplus(trial)
+
+
+def _surplus(trial) -> bool:
+    """A trial that two workers' checks of the count let in beyond ``--trials`` (see ``work``): not run."""
+    return bool(trial.user_attrs.get("surplus"))
+
+
+def _is_counted(trial) -> bool:
+    return trial.state.name != "WAITING" and not _lost(trial) and not _surplus(trial)
 
 
 def _counted(trials) -> int:
     """Trials run or running (queued ones are not: they wait for a process to run them)."""
-    return sum(1 for t in trials if t.state.name != "WAITING" and not _lost(t))
+    return sum(1 for t in trials if _is_counted(t))
 
 
 def _alive(pid: int) -> bool:
@@ -577,7 +590,7 @@ def _show(value: Any) -> str:
 
 
 def work(options: TuneOptions, worker: int = 0, registry=None, plan_: Plan | None = None,
-         first_started: Callable[[], None] | None = None) -> None:
+         first_started: Callable[[], None] | None = None, report: bool = True) -> None:
     """One worker: trials one after another until the study holds ``options.trials`` of them.
     ``first_started`` is called once, when this worker's first trial is in the study (RUNNING) and before
     it runs: workers that wait there for each other each hold a trial before any can take a second."""
@@ -587,11 +600,18 @@ def work(options: TuneOptions, worker: int = 0, registry=None, plan_: Plan | Non
     waiting = [first_started] if first_started is not None else []
 
     def finished(study, trial) -> None:
-        print(_line(trial, options.metric), flush=True)
+        if report and not _surplus(trial):
+            print(_line(trial, options.metric), flush=True)
 
     def run_trial(trial) -> float:
         if waiting:
             waiting.pop()()
+        # the count checked below and the trial Optuna then creates are not one step: two workers that finish
+        # together may both start one. The trials beyond --trials, by number, end at once (unrun, unlisted)
+        numbers = sorted(t.number for t in study.get_trials(deepcopy=False) if _is_counted(t))
+        if trial.number not in numbers[:options.trials]:
+            trial.set_user_attr("surplus", True)
+            return float("nan")
         return objective(trial, checked, registry)
 
     while _counted(study.get_trials(deepcopy=False)) < options.trials:
@@ -635,7 +655,19 @@ def run(options: TuneOptions, registry=None, say: Callable[[str], None] | None =
     processes (in this one for a single job), then prints the results and writes ``best.toml``.
     Returns ``{"study", "best_value", "best_params", "best_file", "trials"}``."""
     say = say or (lambda line: print(line, flush=True))
+    launcher = _launcher(options, registry)  # an unknown one is refused before anything else
     checked = plan(options, registry)
+    job = TuneJob(options, 1, checked)
+    if launcher is not None:
+        if not options.directory.is_absolute():  # the same directory (and study.db) seen from every worker
+            options = dataclasses.replace(options, study_dir=options.directory.resolve())
+            checked = dataclasses.replace(checked, options=options)
+        job = TuneJob(options, options.jobs, checked)
+        if launcher.check is not None:
+            launcher.check(job)
+    elif options.address is not None:
+        raise ConfigError(f"--address {options.address!r} is the address of a launcher's cluster; add --launcher "
+                          "ray (pip install rlf-plugin-ray), or drop --address to run the workers as processes here")
     directory = options.directory
     directory.mkdir(parents=True, exist_ok=True)
     study = _open_study(options, create=True)
@@ -645,13 +677,20 @@ def run(options: TuneOptions, registry=None, say: Callable[[str], None] | None =
     recover(study, options, say)
     done = _counted(study.get_trials(deepcopy=False))
     say(f"study {options.study_name!r} in {options.storage_url}: {done} of {options.trials} trials done; "
-        f"{options.sampler} sampler, {options.pruner} pruner, {options.jobs} process(es), "
-        f"{len(checked.seeds)} seed(s) x {checked.steps:,} env steps per trial, evaluated every "
+        f"{options.sampler} sampler, {options.pruner} pruner, "
+        + (f"{options.jobs} process(es), " if launcher is None else
+           f"{options.jobs} worker(s) on launcher {launcher.name} ({job.address or 'its default address'}), ")
+        + f"{len(checked.seeds)} seed(s) x {checked.steps:,} env steps per trial, evaluated every "
         f"{checked.eval_interval:,}; trials in {directory}")
     # no more processes than trials left to run (queued retries among them): each process takes one
     # trial before any takes a second
     processes = min(options.jobs, max(options.trials - done, 1))
-    if processes == 1:
+    if launcher is not None:
+        job = dataclasses.replace(job, workers=processes,
+                                  _shown={t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()})
+        launcher.launch(job)
+        job.poll(final=True)
+    elif processes == 1:
         work(options, 0, registry, checked)
     else:
         _run_workers(options, processes)
@@ -683,11 +722,68 @@ def _run_workers(options: TuneOptions, processes: int) -> None:
         raise
 
 
+def _launcher(options: TuneOptions, registry=None):
+    """The launcher ``--launcher`` names (None: the core's worker processes); an unknown one: one line."""
+    if options.launcher == "processes":
+        return None
+    if registry is None:
+        from rlf.plugins import registry as loaded
+
+        registry = loaded()
+    return registry.launcher(options.launcher)
+
+
+@dataclasses.dataclass
+class TuneJob:
+    """What a tune launcher (``rlf_register_tune_launchers``) runs: ``workers`` copies of the worker loop,
+    each ``run_worker(index)`` wherever the launcher places it. Picklable (``options`` and the checked
+    ``plan``: a worker reads no file of this machine's but the study's storage and the plugins' own)."""
+
+    options: TuneOptions
+    workers: int
+    plan: Plan
+    _shown: set[int] = dataclasses.field(default_factory=set, repr=False)
+
+    @property
+    def address(self) -> str | None:
+        """``--address`` as given (None: the launcher's default, e.g. $RAY_ADDRESS)."""
+        return self.options.address
+
+    @property
+    def storage_url(self) -> str:
+        return self.options.storage_url
+
+    @property
+    def default_storage(self) -> bool:
+        """The study is the SQLite file under --study-dir (or another SQLite URL): one machine's file."""
+        return self.options.storage_url.startswith("sqlite")
+
+    def run_worker(self, index: int) -> None:
+        """One worker loop, in this process: trials until the study holds ``--trials`` of them (the
+        trials' lines are printed by ``poll`` where rlf tune runs). Errors raise (``rlf.ConfigError``
+        for one that stops the study)."""
+        work(self.options, index, plan_=self.plan, report=False)
+
+    def poll(self, final: bool = False) -> None:
+        """Prints the line of every trial that finished since the last call, as the local workers do."""
+        import optuna
+
+        _quiet_optuna()
+        study = optuna.load_study(study_name=self.options.study_name, storage=_storage(self.options))
+        for trial in study.get_trials(deepcopy=False):
+            if trial.number in self._shown or not trial.state.is_finished() or _surplus(trial):
+                continue
+            if not final and trial.state.name == "FAIL" and "error" not in trial.user_attrs:
+                continue  # maybe lost, maybe about to be written: shown at the end
+            self._shown.add(trial.number)
+            print(_line(trial, self.options.metric), flush=True)
+
+
 def finish(options: TuneOptions, checked: Plan, say: Callable[[str], None], registry=None) -> dict[str, Any]:
     import optuna
 
     study = optuna.load_study(study_name=options.study_name, storage=_storage(options))
-    trials = study.get_trials(deepcopy=False)
+    trials = [t for t in study.get_trials(deepcopy=False) if not _surplus(t)]
     complete = [t for t in trials if t.state.name == "COMPLETE"]
     sign = -1 if options.direction == "maximize" else 1
     order = {"COMPLETE": 0, "PRUNED": 1, "RUNNING": 2, "FAIL": 3}
@@ -785,4 +881,4 @@ def dump_toml(tables: Mapping[str, Any], prefix: str = "") -> str:
     return "\n".join(out)
 
 
-__all__ = ["Param", "TuneOptions", "load_space", "parse_space", "plan", "run"]
+__all__ = ["Param", "TuneJob", "TuneOptions", "load_space", "parse_space", "plan", "run"]

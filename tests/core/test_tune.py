@@ -16,8 +16,8 @@ from support import ROOT, TestPlugin, install_fake_plugin
 
 from rlf import tune
 from rlf.config import load_toml
-from rlf.errors import ConfigError
-from rlf.plugins import load_registry
+from rlf.errors import ConfigError, RlfError
+from rlf.plugins import hookimpl, load_registry
 from rlf.resolution import resolve
 
 # max_steps = 1 ends every episode before the walker can reach the end: return 0, a clearly bad trial
@@ -302,3 +302,92 @@ def test_help_and_list_do_not_import_optuna(site):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+# -- launchers (rlf_register_tune_launchers) --------------------------------------------------------
+
+
+class InlineLauncher:
+    """A tune launcher plugin registered in-process: runs the workers one after another, here."""
+
+    RLF_API_VERSION = 1
+
+    def __init__(self):
+        self.jobs = []
+
+    @hookimpl
+    def rlf_register_tune_launchers(self, register):
+        register("inline", launch=self.launch, check=self.check, description="the workers one after another")
+
+    def check(self, job):
+        if job.address == "nowhere":
+            raise ConfigError("--address 'nowhere' is not a cluster of the inline launcher")
+
+    def launch(self, job):
+        self.jobs.append(job)
+        for index in range(job.workers):
+            job.run_worker(index)
+            job.poll()
+
+
+def test_a_plugin_launcher_runs_the_workers_of_a_study(tmp_path, monkeypatch, capsys):
+    ray_before = "ray" in sys.modules
+    plugin = InlineLauncher()
+    registry = load_registry(extra_plugins=[("test-plugin", TestPlugin()), ("inline", plugin)])
+    assert registry.launcher("inline").plugin == "inline" and registry.plugins["inline"].launchers == ["inline"]
+    assert registry.launcher("processes") is None  # the core's own: worker processes on this machine
+    monkeypatch.setattr("rlf.plugins.loading._cached", registry)  # what a worker that loads plugins would find
+    monkeypatch.chdir(tmp_path)
+    result = tune.run(options(tmp_path, jobs=2, pruner="none", launcher="inline", study_dir=tmp_path.name + "-s"),
+                      registry)
+    [job] = plugin.jobs
+    assert job.workers == 2 and job.options.directory == tmp_path / f"{tmp_path.name}-s"  # absolute for every worker
+    assert job.address is None and job.default_storage
+    trials = result["trials"]
+    assert len(trials) == 3 and all(t.state.name == "COMPLETE" for t in trials)
+    assert result["best_file"] == job.options.directory / "best.toml" and result["best_file"].is_file()
+    out = capsys.readouterr().out
+    assert "2 worker(s) on launcher inline (its default address)" in out
+    assert sorted(line.split()[1] for line in out.splitlines() if line.startswith("trial ") and "complete" in line) \
+        == ["0", "1", "2"]  # each trial's line once, printed by job.poll as local workers print it
+    assert ("ray" in sys.modules) == ray_before  # the core's path to a launcher imports no Ray
+
+
+def test_launcher_errors_come_before_any_trial(tmp_path):
+    registry = load_registry(extra_plugins=[("test-plugin", TestPlugin()), ("inline", InlineLauncher())])
+    with pytest.raises(RlfError, match="unknown launcher 'inlin': did you mean 'inline'\\?.*installed: processes, "):
+        tune.run(options(tmp_path, launcher="inlin"), registry)
+    with pytest.raises(ConfigError, match="'nowhere' is not a cluster"):
+        tune.run(options(tmp_path, launcher="inline", address="nowhere"), registry)
+    with pytest.raises(ConfigError, match="--address 'local' is the address of a launcher's cluster"):
+        tune.run(options(tmp_path, address="local"), registry)
+    assert not (tmp_path / "study").exists()
+
+
+def test_a_launcher_may_not_take_the_core_name(tmp_path):
+    class Impostor:
+        RLF_API_VERSION = 1
+
+        @hookimpl
+        def rlf_register_tune_launchers(self, register):
+            register("processes", launch=lambda job: None)
+
+    registry = load_registry(extra_plugins=[("impostor", Impostor())])
+    assert "reserved" in registry.plugins["impostor"].error and registry.launcher("processes") is None
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")  # study.ask(), standing in for another worker
+def test_a_trial_started_past_trials_by_a_stale_count_ends_unrun_and_unlisted(reg, tmp_path, monkeypatch, capsys):
+    # another worker's trial is running; this worker's check of the count came before it (a race made certain)
+    opts = options(tmp_path, trials=1, pruner="none")
+    (tmp_path / "study").mkdir()
+    study = tune._open_study(opts, create=True)
+    study.ask()
+    counts = iter([0])
+    real = tune._counted
+    monkeypatch.setattr(tune, "_counted", lambda trials: next(counts, real(trials)))
+    tune.work(opts, 0, reg)
+    surplus = study.get_trials(deepcopy=False)[1]
+    assert surplus.state.name == "FAIL" and surplus.user_attrs == {"surplus": True} and not surplus.params
+    assert not list((tmp_path / "study").glob("trial-1-*")) and "trial 1" not in capsys.readouterr().out
+    assert not tune._lost(surplus) and tune._counted(study.get_trials(deepcopy=False)) == 1  # not retried on resume

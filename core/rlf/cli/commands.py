@@ -121,7 +121,13 @@ def _add_tune_parser(sub) -> None:
     tune.add_argument("--seed", type=int, help="first seed (run.seed); --seeds N uses it and the N-1 after it")
     tune.add_argument("--trials", type=int, default=20, help="trials in the study, counting those of earlier "
                                                               "invocations (default 20)")
-    tune.add_argument("--jobs", type=int, default=1, help="worker processes running trials (default 1)")
+    tune.add_argument("--jobs", type=int, default=1, help="workers running trials (default 1): processes on this "
+                                                          "machine, or tasks of --launcher")
+    tune.add_argument("--launcher", default="processes",
+                      help="where the --jobs workers run: processes (this machine, the default) or a plugin's, "
+                           "e.g. ray (pip install rlf-plugin-ray): tasks on a Ray cluster (docs/TUNE.md)")
+    tune.add_argument("--address", help="the launcher's cluster; ray: local, auto, ray://HOST:10001 or HOST:PORT "
+                                        "(default $RAY_ADDRESS, else local)")
     tune.add_argument("--seeds", type=int, default=1,
                       help="runs per trial, one per seed; the trial's value is the mean of their final evaluations")
     tune.add_argument("--metric", default="return",
@@ -269,7 +275,8 @@ def _tune(args) -> int:
         preset=not args.no_preset, trials=args.trials, jobs=args.jobs, seeds=args.seeds, metric=args.metric,
         direction=args.direction, sampler=args.sampler, sampler_seed=args.sampler_seed, pruner=args.pruner,
         startup_trials=args.startup_trials, eval_interval=args.eval_interval, study=args.study,
-        study_dir=args.study_dir, storage=args.storage, keep_pruned=args.keep_pruned)
+        study_dir=args.study_dir, storage=args.storage, keep_pruned=args.keep_pruned, launcher=args.launcher,
+        address=args.address)
     result = tune.run(options)
     return 0 if result["best_file"] is not None else 1
 
@@ -342,7 +349,8 @@ def _list(args) -> int:
     for name, spec in sorted(reg.strategies.items()):
         print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())
     for title, table in (("collectors (run.vector)", reg.collectors), ("loggers (run.loggers)", reg.loggers),
-                         ("callbacks (run.callbacks)", reg.callbacks)):
+                         ("callbacks (run.callbacks)", reg.callbacks),
+                         ("tune launchers (rlf tune --launcher; processes is built in)", reg.launchers)):
         print(f"{title}:" if table else f"{title}: none")
         for name, spec in sorted(table.items()):
             print(f"  {name:<14} {spec.plugin:<11} {spec.description}".rstrip())

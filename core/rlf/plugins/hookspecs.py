@@ -65,6 +65,16 @@ class RegisterCallback(Protocol):
                  description: str = "") -> None: ...
 
 
+TuneJobCallable = Callable[[Any], None]
+"""``launch(job)`` / ``check(job)``: ``job`` is an ``rlf.tune.TuneJob`` (not imported here: rlf.tune sits above
+the plugins, and imports Optuna when used)."""
+
+
+class RegisterTuneLauncher(Protocol):
+    def __call__(self, name: str, *, launch: TuneJobCallable | str, check: TuneJobCallable | str | None = None,
+                 description: str = "") -> None: ...
+
+
 @hookspec
 def rlf_register_algorithms(register: RegisterAlgorithm):
     """Call ``register(name, *, build_agent, build_learner, family, config, ...)`` once per algorithm.
@@ -119,3 +129,17 @@ def rlf_register_callbacks(register: RegisterCallback):
 
     ``run.callbacks = ["<name>"]`` selects them, with settings in ``[callback.<name>]``;
     ``build_callback(run_dir, run, config)`` returns an ``rlf.Callback``."""
+
+
+@hookspec
+def rlf_register_tune_launchers(register: RegisterTuneLauncher):
+    """Call ``register(name, *, launch, check=None, description="")`` once per place ``rlf tune`` can run
+    its worker loops (the built-in one, ``processes``, is local worker processes).
+
+    ``rlf tune --jobs N --launcher <name> [--address ADDRESS]`` selects it. Both builders get an
+    ``rlf.tune.TuneJob`` (picklable: ``options``, ``workers``, ``address``) and may be
+    ``"module:function"`` strings. ``check(job)`` runs before the study is opened and raises
+    ``rlf.ConfigError`` for what cannot work (an address, a storage the workers cannot reach);
+    ``launch(job)`` runs ``job.run_worker(index)`` for ``index`` in ``range(job.workers)`` wherever it
+    places them, calls ``job.poll()`` now and then in this process (it prints the trials that finished,
+    as local workers do), and returns when all are done; rlf tune then prints the table and best.toml."""

@@ -29,12 +29,14 @@ from rlf.plugins.discovery import ENTRY_POINT_GROUP, requested_plugins
 from rlf.plugins.specs import (
     API_VERSION,
     AUTO_COLLECTOR,
+    LOCAL_LAUNCHER,
     STRATEGY_ALIASES,
     AlgorithmSpec,
     CallbackSpec,
     CollectorSpec,
     EmptyConfig,
     EnvironmentSpec,
+    LauncherSpec,
     PluginInfo,
     Registry,
     StrategyFamily,
@@ -291,12 +293,26 @@ def _collect(manager: pluggy.PluginManager, registry: Registry, strict: bool) ->
             return register
         return for_plugin
 
+    def launcher_registrar(plugin: str):
+        def register(name: str, *, launch, check=None, description: str = "") -> None:
+            if not name or name == LOCAL_LAUNCHER:
+                raise PluginError(f"launcher name {name!r} is reserved or empty; choose another name")
+            for what, value in (("launch", launch), ("check", check)):
+                if value is not None and not (isinstance(value, str) or callable(value)):
+                    raise PluginError(f"launcher {name!r}: {what} must be a function or 'module:function'")
+            _claim(registry.launchers, name, plugin, "launcher")
+            registry.launchers[name] = LauncherSpec(name, as_builder(launch),
+                                                    None if check is None else as_builder(check), plugin, description)
+            registry.plugins[plugin].launchers.append(name)
+        return register
+
     for hook, registrar in (("rlf_register_algorithms", algorithm_registrar),
                             ("rlf_register_environments", environment_registrar),
                             ("rlf_register_strategies", strategy_registrar),
                             ("rlf_register_collectors", collector_registrar),
                             ("rlf_register_loggers", callback_registrar("logger", registry.loggers)),
-                            ("rlf_register_callbacks", callback_registrar("callback", registry.callbacks))):
+                            ("rlf_register_callbacks", callback_registrar("callback", registry.callbacks)),
+                            ("rlf_register_tune_launchers", launcher_registrar)):
         for impl in getattr(manager.hook, hook).get_hookimpls():
             try:
                 with _watch_heavy(registry, impl.plugin_name):
@@ -317,7 +333,7 @@ def _drop_conflicts(registry: Registry, claims: dict[tuple[str, str], list[str]]
             continue
         table = {"algorithm": registry.algorithms, "environment": registry.environments,
                  "strategy": registry.strategies, "collector": registry.collectors,
-                 "logger": registry.loggers, "callback": registry.callbacks}[kind]
+                 "logger": registry.loggers, "callback": registry.callbacks, "launcher": registry.launchers}[kind]
         table.pop(name, None)
         owners = []
         for plugin in plugins:

@@ -175,6 +175,21 @@ class CallbackSpec:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class LauncherSpec:
+    """Where ``rlf tune --launcher NAME`` runs its worker loops: ``launch(job)``, after ``check(job)``."""
+
+    name: str
+    launch: Callable
+    check: Callable | None
+    plugin: str
+    description: str = ""
+
+
+LOCAL_LAUNCHER = "processes"
+"""``rlf tune``'s own launcher (worker processes on this machine); no plugin may register the name."""
+
+
 AUTO_COLLECTOR = "auto"
 """``run.vector = "auto"``: the environment's preference between the built-in ``sync`` and ``async``."""
 
@@ -192,6 +207,7 @@ class PluginInfo:
     collectors: list[str] = field(default_factory=list)
     loggers: list[str] = field(default_factory=list)
     callbacks: list[str] = field(default_factory=list)
+    launchers: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -208,6 +224,8 @@ class Registry:
         self.collectors: dict[str, CollectorSpec] = {}
         self.loggers: dict[str, CallbackSpec] = {}
         self.callbacks: dict[str, CallbackSpec] = {}
+        self.launchers: dict[str, LauncherSpec] = {}
+        """``rlf tune --launcher`` names (the core's own ``processes`` is not among them)."""
         self.plugins: dict[str, PluginInfo] = {}
         self.conflicts: dict[tuple[str, str], str] = {}
         """(kind, name) -> the error for a name that several plugins register; none of them gets it."""
@@ -271,6 +289,20 @@ class Registry:
             return self.callbacks[name]
         raise UnknownNameError("run.callbacks: " + _unknown("callback", name, sorted(self.callbacks), self.errors))
 
+    def launcher(self, name: str) -> LauncherSpec | None:
+        """The launcher ``rlf tune --launcher`` names; None for the core's own (``processes``)."""
+        if name == LOCAL_LAUNCHER:
+            return None
+        if ("launcher", name) in self.conflicts:
+            raise PluginError(self.conflicts["launcher", name])
+        if name in self.launchers:
+            return self.launchers[name]
+        installed = ", ".join([LOCAL_LAUNCHER, *sorted(self.launchers)])
+        close = difflib.get_close_matches(name, [LOCAL_LAUNCHER, *self.launchers], n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UnknownNameError(f"--launcher: unknown launcher {name!r}: {hint}installed: {installed}"
+                               + ("" if "ray" in self.launchers else f"; {_ray_launcher_advice()}"))
+
     def plugin_versions(self) -> dict[str, str | None]:
         return {name: info.version for name, info in self.plugins.items() if not info.error}
 
@@ -301,6 +333,17 @@ def _unknown(kind: str, name: str, known: list[str], errors: dict[str, str]) -> 
     more = (f"; also installed but not seen by rlf: {', '.join(others[:3])}"
             + (f" and {len(others) - 3} more" if len(others) > 3 else "") + " (see `rlf plugins`)")
     return f"unknown {kind} {name!r}: {hint}installed: {installed}. {advice}{broken}" + (more if others else "")
+
+
+def _ray_launcher_advice() -> str:
+    """Where the ``ray`` tune launcher comes from, when this registry lacks it."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("rlf-plugin-ray")
+    except (PackageNotFoundError, ValueError):
+        return "the ray launcher (a Ray cluster) comes with `pip install rlf-plugin-ray`"
+    return _installed_advice("rlf-plugin-ray", "launcher", "ray")
 
 
 def _installed_advice(provider: str, kind: str, name: str) -> str:

@@ -1,4 +1,4 @@
-"""Entry point: registers the ``ray`` collector (and its off-policy actor pool). Imports stay light: Ray loads when a run uses it."""
+"""Entry point: registers the ``ray`` collector (and its off-policy actor pool) and the ``ray`` tune launcher. Imports stay light: Ray loads when a run uses it."""
 
 from rlf import hookimpl
 
@@ -13,3 +13,10 @@ def rlf_register_collectors(register):
              build_actor_pool="rlf_plugin_ray.actors:build_actor_pool",
              description="env copies, and off-policy actors (algo.actors), on Ray actors anywhere in a Ray "
                          "cluster (local, auto, ray://...)")
+
+
+@hookimpl
+def rlf_register_tune_launchers(register):
+    register("ray", launch="rlf_plugin_ray.tune:launch", check="rlf_plugin_ray.tune:check",
+             description="rlf tune's --jobs workers as Ray tasks on a Ray cluster (--address local, auto, "
+                         "ray://...; a remote one needs --storage with a shared database)")
