@@ -48,9 +48,12 @@ def no_actor_left_behind(pids, timeout=10.0):
 
 @pytest.mark.slow
 def test_appo_learns_cartpole(tmp_path):
-    """Random play balances ~22 steps. Measured with the preset, seed 0, 30k env steps on the loaded
-    2-core machine: the last 20 episodes average 170-250. The margin (100) leaves room for the
-    actors' scheduling, which differs from run to run."""
+    """Random play balances ~22 steps, an untrained greedy policy ~10. Measured with the preset, 30k env
+    steps, on the 2-core machine running two Mario trainings and a CI rehearsal beside it: the last 20
+    training episodes averaged 77-230 (the actors' scheduling, and so the policy's staleness, differs
+    from run to run; 77 in one CI rehearsal), the greedy evaluation of the final policy 283-500 (seeds 0,
+    0, 1). The thresholds sit well below both: the sampled curve at least triples, the greedy policy
+    balances more than 10 times as long as an untrained one."""
     algo = appo(tmp_path, "steps=30000", "seed=0")
     started = time.monotonic()
     algo.train()
@@ -58,7 +61,9 @@ def test_appo_learns_cartpole(tmp_path):
     episodes = returns(tmp_path)
     first, last = float(np.mean(episodes[:20])), float(np.mean(episodes[-20:]))
     assert first < 40, first
-    assert last >= 100 and last - first >= 60, (first, last, spent)
+    assert last >= 3 * first and last >= 50, (first, last, spent)
+    greedy = algo.evaluate(episodes=10)["return"]
+    assert greedy >= 120, (greedy, first, last, spent)
     rows = read_rows(tmp_path / "metrics.csv")
     staleness = [float(row["staleness"]) for row in rows]
     # two actors, at most two chunks ahead each: a learner update never lags by much more
