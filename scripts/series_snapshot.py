@@ -8,8 +8,10 @@ checkpoint, run.json, the CSV logs and rlf's ownership files (no TensorBoard eve
 checkpoints: a 42-px PPO run is ~1.5 MB). The checkpoint's members are deflated in the copy: rlf writes
 them stored (fast to save every few minutes), and a DQN replay of 50k Mario frames is 105 MB stored but
 about 13 MB deflated, which is what a repository can carry (rlf loads both forms).
-A finished run (its experiment.json records ``finished_at``) keeps its logs in the snapshot but not its
-checkpoint, which no resume needs: the snapshot's copy is removed, so the repository stops carrying it.
+A finished run (its experiment.json records ``finished_at``) that has also been evaluated (a
+``final_eval*.csv``) keeps its logs in the snapshot but not its checkpoint, which nothing needs any more:
+the snapshot's copy is removed, so the repository stops carrying it. A finished run not yet evaluated keeps
+its checkpoint: `rlf experiment` evaluates the final agents only after every run of its seeds has trained.
 A run whose files the snapshot already holds is left alone, so a commit of the snapshot changes
 only the runs that moved on. restore copies them back into a runs directory that does not hold those
 runs yet; `rlf experiment FILE` then resumes each from its checkpoint. A run already
@@ -75,12 +77,17 @@ def finished(run: Path) -> bool:
         return False
 
 
+def evaluated(run: Path) -> bool:
+    """Whether ``rlf experiment`` wrote a final evaluation of the run (which needs its last checkpoint)."""
+    return any((run / name).is_file() for name in KEEP if name.startswith("final_eval"))
+
+
 def copy_run(source: Path, target: Path, deflate: bool) -> tuple[int, int]:
     """Copy what a resume and the results page need; a file the target already holds is left as it is
     (so a repository's snapshot commit changes only the runs that moved on). (bytes written, files)"""
     target.mkdir(parents=True, exist_ok=True)
     size = files = 0
-    done = deflate and finished(source)  # saving a finished run: its logs only
+    done = deflate and finished(source) and evaluated(source)  # nothing will load its checkpoint again
     for name in KEEP:
         if not (source / name).is_file() or (done and name == "checkpoint.rlf"):
             (target / name).unlink(missing_ok=True)  # the snapshot's copy of a file the run no longer has

@@ -99,16 +99,20 @@ def test_a_second_save_rewrites_only_the_runs_that_moved_on(tmp_path, capsys):
     assert ckpt.load(snap / "game" / "dqn-seed1" / "checkpoint.rlf")["counters"]["env_steps"] == 81920
 
 
-def test_a_finished_run_keeps_its_logs_and_its_checkpoint_leaves_the_snapshot(tmp_path, capsys):
+def test_a_finished_run_keeps_its_logs_and_its_checkpoint_leaves_the_snapshot_once_evaluated(tmp_path, capsys):
     runs, snap = tmp_path / "runs", tmp_path / "snap"
     make_run(runs / "game" / "dqn-seed0")
     make_run(runs / "game" / "dqn-seed1")
     series_snapshot.main(["save", "--runs", str(runs), "--to", str(snap)])
     assert (snap / "game" / "dqn-seed1" / "checkpoint.rlf").is_file()
     (runs / "game" / "dqn-seed1" / "experiment.json").write_text(json.dumps({"env_steps": 1, "finished_at": 2.0}))
+    # trained but not evaluated yet: rlf experiment evaluates the final agent later, from this checkpoint
+    assert series_snapshot.main(["save", "--runs", str(runs), "--to", str(snap)]) == 0
+    assert (snap / "game" / "dqn-seed1" / "checkpoint.rlf").is_file()
+    (runs / "game" / "dqn-seed1" / "final_eval_stochastic.csv").write_text("return\n1.0\n")
     assert series_snapshot.main(["save", "--runs", str(runs), "--to", str(snap)]) == 0
     assert sorted(p.name for p in (snap / "game" / "dqn-seed1").iterdir()) == [
-        "episodes.csv", "experiment.json", "run.json"]
+        "episodes.csv", "experiment.json", "final_eval_stochastic.csv", "run.json"]
     assert (snap / "game" / "dqn-seed0" / "checkpoint.rlf").is_file()  # still under way: a resume needs it
     fresh = tmp_path / "fresh"
     assert series_snapshot.main(["restore", "--runs", str(fresh), "--to", str(snap)]) == 0
