@@ -657,14 +657,12 @@ def run(options: TuneOptions, registry=None, say: Callable[[str], None] | None =
     say = say or (lambda line: print(line, flush=True))
     launcher = _launcher(options, registry)  # an unknown one is refused before anything else
     checked = plan(options, registry)
-    job = TuneJob(options, 1, checked)
     if launcher is not None:
         if not options.directory.is_absolute():  # the same directory (and study.db) seen from every worker
             options = dataclasses.replace(options, study_dir=options.directory.resolve())
             checked = dataclasses.replace(checked, options=options)
-        job = TuneJob(options, options.jobs, checked)
         if launcher.check is not None:
-            launcher.check(job)
+            launcher.check(TuneJob(options, options.jobs, checked))
     elif options.address is not None:
         raise ConfigError(f"--address {options.address!r} is the address of a launcher's cluster; add --launcher "
                           "ray (pip install rlf-plugin-ray), or drop --address to run the workers as processes here")
@@ -679,15 +677,15 @@ def run(options: TuneOptions, registry=None, say: Callable[[str], None] | None =
     say(f"study {options.study_name!r} in {options.storage_url}: {done} of {options.trials} trials done; "
         f"{options.sampler} sampler, {options.pruner} pruner, "
         + (f"{options.jobs} process(es), " if launcher is None else
-           f"{options.jobs} worker(s) on launcher {launcher.name} ({job.address or 'its default address'}), ")
+           f"{options.jobs} worker(s) on launcher {launcher.name} ({options.address or 'its default address'}), ")
         + f"{len(checked.seeds)} seed(s) x {checked.steps:,} env steps per trial, evaluated every "
         f"{checked.eval_interval:,}; trials in {directory}")
     # no more processes than trials left to run (queued retries among them): each process takes one
     # trial before any takes a second
     processes = min(options.jobs, max(options.trials - done, 1))
     if launcher is not None:
-        job = dataclasses.replace(job, workers=processes,
-                                  _shown={t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()})
+        job = TuneJob(options, processes, checked,
+                      _shown={t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()})
         launcher.launch(job)
         job.poll(final=True)
     elif processes == 1:

@@ -35,12 +35,8 @@ class Trainer:
     """The one training loop: calls ``strategy.step`` until ``run.steps`` env steps, counts, logs every
     ``run.log_interval``, checkpoints every ``run.checkpoint_interval`` and tells every callback.
 
-    What callbacks read: ``counters`` (``env_steps``, ``iterations``, ``episodes``), ``run`` (the
-    ``RunConfig``), ``run_dir``, ``recent`` (the last 100 episode rows), ``latest`` (the last step's
-    metrics) and ``resume`` (an ``rlf.Resume`` on a resumed run). What they may call:
-    ``request_stop(reason)`` (the run ends after the current step, with a final checkpoint),
-    ``checkpoint(name)`` (a named checkpoint in the run directory, e.g. ``"best.rlf"``) and
-    ``interruptible()`` (around long work that Ctrl-C may cut short)."""
+    What callbacks may read and call is ``rlf.logging.callbacks.TrainerView``, which this class implements;
+    the rest is its own."""
 
     def __init__(self, strategy: TrainStrategy, run: RunConfig, run_dir: Path,
                  save_checkpoint: Callable[..., Path | None], counters: dict[str, int] | None = None,
